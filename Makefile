@@ -1,0 +1,41 @@
+# One-command entry points; each sets up .venv by itself on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup lab run test lint unit nbval refresh doctor clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
+	@touch $(STAMP)
+
+lab: $(STAMP)  ## start JupyterLab on notebooks/ (kernel = this venv; nothing registered globally)
+	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+run: $(STAMP)  ## execute every notebook headless into build/ and write the summary
+	$(PY) -m accelkit run --out build
+
+test: lint unit nbval  ## what CI runs
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check accelkit tests tools notebooks
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests
+
+nbval: $(STAMP)
+	ACCELKIT_PROFILE=ci $(PY) -m pytest -q --nbval-lax --nbval-current-env \
+	  --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks
+
+refresh: $(STAMP)  ## maintainers: re-execute notebooks IN PLACE (ci profile) to store outputs
+	$(PY) tools/refresh_notebooks.py $(NB)
+
+doctor: $(STAMP)
+	$(PY) -m accelkit doctor
+
+clean:
+	rm -rf build
