@@ -1,0 +1,48 @@
+import json
+
+import nbformat
+import pytest
+
+from accelkit import runner
+
+
+def _nb(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_run_all_gathers_results_and_never_writes_notebooks(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    good = _nb(nbdir / "00_good.ipynb",
+               "import accelkit as ak\nak.report.record('t.speedup', 1.5, 'x')")
+    _nb(nbdir / "01_bad.ipynb", "raise RuntimeError('boom')")
+    before = good.read_bytes()
+    summary = runner.run_all(nbdir, tmp_path / "build", profile="ci", timeout_s=120)
+    assert good.read_bytes() == before
+    assert summary["notebooks"]["00_good"]["status"] == "ok"
+    assert summary["notebooks"]["01_bad"]["status"] == "error"
+    assert "boom" in summary["notebooks"]["01_bad"]["error"]
+    data = json.loads((tmp_path / "build" / "results.json").read_text())
+    assert data["results"]["t.speedup"] == {"value": 1.5, "unit": "x", "notebook": "00_good"}
+    md = (tmp_path / "build" / "summary.md").read_text()
+    assert "Hardware card" in md and "`t.speedup`" in md and "## Failures" in md
+    assert (tmp_path / "build" / "00_good.html").exists()
+
+
+def test_refuses_to_write_into_notebooks_folder(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    src = _nb(nbdir / "00_x.ipynb", "1")
+    with pytest.raises(ValueError, match="never next to"):
+        runner.run_all(nbdir, nbdir)
+    with pytest.raises(ValueError, match="never next to"):
+        runner.execute(src, src)
+
+
+def test_no_notebooks_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no NN_"):
+        runner.find_notebooks(tmp_path)
