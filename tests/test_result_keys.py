@@ -1,0 +1,39 @@
+"""The result keys that issues and users compare runs by stay recorded by their notebooks."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+REQUIRED = {
+    "00_device_setup": ["roofline.matmul_fp32_tflops", "roofline.matmul_bf16_tflops",
+                        "roofline.copy_gbps", "digits.torch_test_acc", "digits.tf_test_acc"],
+    "01_data_vs_model_parallelism": [
+        "parallel.dp_grad_max_abs_err", "parallel.tp_max_abs_err", "parallel.pp_max_abs_err",
+        "parallel.pp_bubble_predicted", "parallel.pp_bubble_measured",
+        "parallel.fsdp_param_bytes_per_rank_measured",
+        "parallel.fsdp_param_bytes_per_rank_predicted"],
+    "02_mixed_precision": ["amp.matmul_bf16_speedup", "amp.train_step_speedup_torch",
+                           "amp.train_step_speedup_tf", "amp.acc_delta_torch"],
+    "03_operator_fusion": ["fusion.compile_speedup", "fusion.compiled_copy_bw_fraction",
+                           "fusion.xla_speedup_tf", "fusion.fused_adamw_speedup",
+                           "fusion.conv_bn_max_abs_err"],
+    "04_distributed_data_parallel": ["ddp.replica_max_abs_diff", "ddp.vs_single_max_abs_err",
+                                     "ddp.scaling_efficiency", "ddp.allreduce_predicted_s",
+                                     "ddp.allreduce_measured_s"],
+    "05_tpu": ["tpu.replicas", "tpu.xla_first_call_s", "tpu.xla_steady_call_s",
+               "tpu.recompiles_on_new_shape"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_notebook_records_its_keys(name):
+    path = ROOT / "notebooks" / f"{name}.ipynb"
+    if not path.exists():
+        pytest.fail(f"{path.name} is missing")
+    code = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                     if c["cell_type"] == "code")
+    missing = [k for k in REQUIRED[name] if f'"{k}"' not in code and f"'{k}'" not in code]
+    assert not missing, f"{name} no longer records {missing}"
