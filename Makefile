@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab run test lint unit nbval refresh doctor clean
+.PHONY: setup lab run test lint unit nbval refresh colab doctor clean
 
 setup: $(STAMP)
 
@@ -33,6 +33,9 @@ nbval: $(STAMP)
 
 refresh: $(STAMP)  ## maintainers: re-execute notebooks IN PLACE (ci profile) to store outputs
 	$(PY) tools/refresh_notebooks.py $(NB)
+
+colab: $(STAMP)  ## regenerate the Open-in-Colab badges and bootstrap cells from pyproject's URL
+	$(PY) tools/colab.py --write
 
 doctor: $(STAMP)
 	$(PY) -m accelkit doctor

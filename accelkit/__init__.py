@@ -24,6 +24,7 @@ _MODULES = (
     "device",
     "dist",
     "env",
+    "fusion",
     "launch",
     "memory",
     "models",
