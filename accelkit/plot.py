@@ -1,0 +1,242 @@
+"""Plots for the notebooks: drawing only, each stamped with the device and size profile.
+
+Every function takes what was measured (``ak.bench.Timing``, a ``Roofline`` ...), draws it on
+a new figure (or on ``ax=`` if given) and returns the matplotlib ``Axes``.  Nothing here
+measures or computes results.  Each plot carries a small grey stamp in its lower-right
+corner, ``device · profile``, so a figure pasted out of context still says where it was
+measured.
+
+Uses the object API (``fig, ax = plt.subplots()``), which works with any backend,
+including the non-interactive ``Agg`` used in CI.
+
+Example::
+
+    ax = ak.plot.timing_bars([eager, fused], "eager vs fused")
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
+    from accelkit.bench import Timing
+    from accelkit.roofline import Placement, Roofline
+
+_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def _new_ax(ax: Axes | None, figsize: tuple[float, float] = (6.4, 3.6)) -> Axes:
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, new = plt.subplots(figsize=figsize, layout="constrained")
+    return new
+
+
+def _profile_name(profile: str | None) -> str:
+    if profile is not None:
+        return profile
+    from accelkit import config
+
+    return config.profile().name
+
+
+def stamp(ax: Axes, device: str, profile: str | None = None) -> Axes:
+    """Write ``device · profile <name>`` in small grey text in the lower-right corner of ``ax``.
+
+    Args:
+        ax: the axes to stamp.
+        device: where the data was measured (``"cpu"``, ``"cuda:0 NVIDIA H200"``).
+        profile: the size profile; default: :func:`accelkit.config.profile`'s name.
+
+    Returns:
+        ``ax``.
+    """
+    ax.text(0.995, 0.01, f"{device} · profile {_profile_name(profile)}", transform=ax.transAxes,
+            ha="right", va="bottom", fontsize=7, color="0.45", gid="accelkit-stamp")
+    return ax
+
+
+def _time_unit(seconds: float) -> tuple[str, float]:
+    for unit, scale in _UNITS:
+        if seconds >= scale:
+            return unit, scale
+    return _UNITS[-1]
+
+
+def timing_bars(timings: Sequence[Timing], title: str = "", *, device: str | None = None,
+                profile: str | None = None, ax: Axes | None = None) -> Axes:
+    """Draw one horizontal bar per timing: the median, with the interquartile range as error bar.
+
+    The time unit (s, ms, µs, ns) is chosen from the slowest median.
+
+    Args:
+        timings: from :func:`accelkit.bench.measure`/``compare``; one bar each, top to bottom.
+        title: the plot's title.
+        device: for the stamp; default: the first timing's ``device``.
+        profile: for the stamp; default: the current size profile.
+        ax: draw here instead of on a new figure.
+
+    Returns:
+        The ``Axes``.
+
+    Raises:
+        ValueError: for an empty list.
+        TypeError: for items that are not ``Timing``s.
+    """
+    from accelkit.bench import Timing
+
+    if not timings:
+        raise ValueError("timing_bars needs at least one Timing")
+    if not all(isinstance(t, Timing) for t in timings):
+        raise TypeError("timing_bars takes ak.bench.Timing objects (from ak.bench.measure)")
+    unit, scale = _time_unit(max(t.median_s for t in timings))
+    medians = [t.median_s / scale for t in timings]
+    lows, highs = [], []
+    for t, med in zip(timings, medians):
+        if len(t.times_s) >= 2:
+            q1, _, q3 = statistics.quantiles(t.times_s, n=4, method="inclusive")
+        else:
+            q1 = q3 = t.median_s
+        lows.append(max(0.0, med - q1 / scale))
+        highs.append(max(0.0, q3 / scale - med))
+    ax = _new_ax(ax, (6.4, 0.9 + 0.45 * len(timings)))
+    pos = list(range(len(timings)))
+    ax.barh(pos, medians, xerr=[lows, highs], capsize=3, color="tab:blue", alpha=0.8)
+    ax.set_yticks(pos, [t.label for t in timings])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"median time per call ({unit}); error bar: IQR")
+    ax.set_title(title)
+    return stamp(ax, device or timings[0].device, profile)
+
+
+def roofline(roof: Roofline, points: Sequence[Placement] = (), *, title: str = "",
+             ax: Axes | None = None) -> Axes:
+    """Draw a roofline on log-log axes: one compute roof per dtype, the memory roof, and points.
+
+    Args:
+        roof: from :func:`accelkit.roofline.measure`.
+        points: kernels placed with :meth:`Roofline.place`; each is drawn at
+            (intensity, achieved TFLOP/s) with its label.
+        title: the plot's title (default: "Roofline of <device>").
+        ax: draw here instead of on a new figure.
+
+    Returns:
+        The ``Axes`` (x: FLOP/byte, y: TFLOP/s).
+    """
+    import numpy as np
+
+    ax = _new_ax(ax, (6.4, 4.2))
+    ridges = [roof.ridge_point(k) for k in roof.peak_tflops]
+    xs_pts = [p.intensity for p in points]
+    lo = min([min(ridges) / 100] + [x / 4 for x in xs_pts])
+    hi = max([max(ridges) * 20] + [x * 4 for x in xs_pts])
+    xs = np.geomspace(lo, hi, 200)
+    for i, key in enumerate(roof.peak_tflops):
+        ys = [roof.attainable_tflops(float(x), key) for x in xs]
+        ax.plot(xs, ys, color=f"C{i}", lw=2,
+                label=f"{key}: {roof.peak_tflops[key]:.3g} TFLOP/s, ridge "
+                      f"{roof.ridge_point(key):.3g} FLOP/B")
+    ax.plot([], [], " ", label=f"memory roof: {roof.bandwidth_gbps:.3g} GB/s")
+    for p in points:
+        ax.plot(p.intensity, p.achieved_tflops, "o", color="black")
+        ax.annotate(f"{p.label} ({p.fraction:.0%})", (p.intensity, p.achieved_tflops),
+                    textcoords="offset points", xytext=(5, -10), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(title or f"Roofline of {roof.device}")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)
+    return stamp(ax, roof.device, roof.profile)
+
+
+def throughput_curve(xs: Sequence[float], ys: Sequence[float] | Mapping[str, Sequence[float]],
+                     *, xlabel: str, ylabel: str, title: str = "", device: str = "cpu",
+                     profile: str | None = None, logx: bool = False, logy: bool = False,
+                     ax: Axes | None = None) -> Axes:
+    """Draw throughput against a size (batch size, tensor size, workers ...), one line per series.
+
+    Args:
+        xs: the x values (e.g. batch sizes).
+        ys: one sequence (one line) or ``{label: sequence}`` (one line each), same length
+            as ``xs``; in the unit named by ``ylabel``.
+        xlabel, ylabel: axis labels, with units (``"samples/s"``).
+        title: the plot's title.
+        device, profile: for the stamp.
+        logx, logy: log scales.
+        ax: draw here instead of on a new figure.
+
+    Returns:
+        The ``Axes``.
+
+    Raises:
+        ValueError: when a series' length differs from ``xs``'s, or ``xs`` is empty.
+    """
+    series = dict(ys) if isinstance(ys, Mapping) else {"": ys}
+    if len(xs) == 0:
+        raise ValueError("throughput_curve needs at least one x value")
+    for name, values in series.items():
+        if len(values) != len(xs):
+            raise ValueError(f"series {name!r} has {len(values)} values for {len(xs)} x values")
+    ax = _new_ax(ax)
+    for name, values in series.items():
+        ax.plot(list(xs), list(values), "o-", label=name or None)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if any(series):
+        ax.legend(fontsize=8)
+    return stamp(ax, device, profile)
+
+
+def loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "",
+                xlabel: str = "epoch", ylabel: str = "training loss", device: str = "cpu",
+                profile: str | None = None, logy: bool = False,
+                ax: Axes | None = None) -> Axes:
+    """Draw one loss curve per run (e.g. ``{"PyTorch": losses, "Keras": history["loss"]}``).
+
+    Points are numbered from 1 (epoch 1 is the first).
+
+    Args:
+        curves: ``{label: per-epoch losses}``.
+        title, xlabel, ylabel: text.
+        device, profile: for the stamp.
+        logy: log scale for the loss.
+        ax: draw here instead of on a new figure.
+
+    Returns:
+        The ``Axes``.
+
+    Raises:
+        ValueError: for no curves or an empty curve.
+    """
+    if not curves:
+        raise ValueError("loss_curves needs at least one curve")
+    ax = _new_ax(ax)
+    for name, values in curves.items():
+        if len(values) == 0:
+            raise ValueError(f"curve {name!r} is empty")
+        ax.plot(range(1, len(values) + 1), [float(v) for v in values], "o-", label=name)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return stamp(ax, device, profile)
+
+
+__all__ = ["loss_curves", "roofline", "stamp", "throughput_curve", "timing_bars"]

@@ -1,0 +1,376 @@
+"""This machine's roofline: measured matmul throughput per dtype and memory bandwidth.
+
+The roofline model (Williams, Waterman & Patterson, "Roofline: an insightful visual
+performance model for multicore architectures", Communications of the ACM 52(4), 2009)
+bounds the throughput a kernel can reach by
+
+    attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × memory bandwidth),
+
+where the arithmetic intensity is the kernel's FLOP per byte moved to/from memory.  Below
+the *ridge point* ``peak / bandwidth`` a kernel is memory-bound; above it, compute-bound.
+
+``measure`` takes the two roofs from this machine instead of a datasheet: the peak is the
+throughput of a large square matmul in each dtype (``2·n³`` FLOP, timed with
+:func:`accelkit.bench.measure`), the bandwidth that of copying a tensor much larger than the
+last-level cache (``2·numel·itemsize`` bytes: one read, one write).  Measured roofs are
+below the datasheet's; they are what a kernel on this machine can actually reach.
+
+Example::
+
+    roof = ak.roofline.measure()
+    mm = ak.bench.measure(lambda: a @ b, flops=2 * n**3, bytes_moved=3 * n * n * 4)
+    print(roof.place(mm, "fp32"))          # intensity, achieved vs attainable TFLOP/s
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelkit import bench, config
+from accelkit import device as _device
+
+#: Short dtype names used as keys, and the torch dtype names they stand for.
+DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+_ALIASES = {**{v: k for k, v in DTYPE_NAMES.items()}, **{k: k for k in DTYPE_NAMES},
+            "float": "fp32", "half": "fp16"}
+
+MIB = 2**20
+
+
+def dtype_key(dtype: Any) -> str:
+    """Return the short name (``"fp32"``, ``"bf16"``, ``"fp16"``) of a dtype or dtype name.
+
+    Accepts ``"bf16"``, ``"bfloat16"``, ``torch.bfloat16``, ``tf.bfloat16`` ...
+
+    Raises:
+        ValueError: for a dtype the roofline does not measure.
+    """
+    name = str(getattr(dtype, "name", dtype)).replace("torch.", "").lower()
+    if name not in _ALIASES:
+        raise ValueError(f"unknown dtype {dtype!r}; the roofline knows "
+                         f"{', '.join(DTYPE_NAMES)} (or {', '.join(DTYPE_NAMES.values())})")
+    return _ALIASES[name]
+
+
+def intensity(timing: bench.Timing) -> float:
+    """Return the arithmetic intensity of a timed kernel: ``flops / bytes_moved`` (FLOP/byte).
+
+    Raises:
+        ValueError: when the timing has no ``flops`` or no positive ``bytes_moved`` (pass
+            them to :func:`accelkit.bench.measure`).
+    """
+    if timing.flops is None or timing.bytes_moved is None or timing.bytes_moved <= 0:
+        raise ValueError(f"timing {timing.label!r} needs flops= and bytes_moved= (> 0) to be "
+                         "placed on a roofline; pass them to ak.bench.measure")
+    return timing.flops / timing.bytes_moved
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A measured kernel placed on a roofline.
+
+    Attributes:
+        label: the timing's label.
+        dtype: the roof it is compared with (``"fp32"`` ...).
+        intensity: FLOP per byte moved.
+        achieved_tflops: measured TFLOP/s (10**12 FLOP/s).
+        attainable_tflops: the roofline's bound at this intensity, TFLOP/s.
+        bound: ``"memory"`` (left of the ridge point) or ``"compute"``.
+    """
+
+    label: str
+    dtype: str
+    intensity: float
+    achieved_tflops: float
+    attainable_tflops: float
+    bound: str
+
+    @property
+    def fraction(self) -> float:
+        """``achieved / attainable``: how close the kernel gets to its roof (can exceed 1
+        when data stays in a cache, which the memory roof does not model)."""
+        return self.achieved_tflops / self.attainable_tflops
+
+    def __str__(self) -> str:
+        return (f"{self.label}: {self.intensity:.3g} FLOP/B, {self.achieved_tflops:.3g} of "
+                f"{self.attainable_tflops:.3g} TFLOP/s attainable ({self.fraction:.0%}, "
+                f"{self.bound}-bound, {self.dtype} roof)")
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The two roofs of one device, measured.
+
+    Attributes:
+        peak_tflops: measured matmul throughput per dtype, TFLOP/s (``{"fp32": 0.35, ...}``).
+        bandwidth_gbps: measured copy bandwidth, GB/s (10**9 bytes/s).
+        device: the device string (``"cpu"``, ``"cuda:0"``).
+        device_name: the product name (CPU model or GPU name).
+        profile: the size profile the roofs were measured in (``"ci"``/``"full"``).
+        timings: the measurements behind the roofs.
+    """
+
+    peak_tflops: dict[str, float]
+    bandwidth_gbps: float
+    device: str = "cpu"
+    device_name: str = ""
+    profile: str = "ci"
+    timings: tuple[bench.Timing, ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.peak_tflops:
+            raise ValueError("peak_tflops needs at least one dtype")
+        for key, value in self.peak_tflops.items():
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"peak_tflops[{key!r}] must be a positive number, got {value}")
+        # keys by their short names, so {"float32": ...} and {"fp32": ...} mean the same
+        object.__setattr__(self, "peak_tflops",
+                           {dtype_key(k): float(v) for k, v in self.peak_tflops.items()})
+        if not (math.isfinite(self.bandwidth_gbps) and self.bandwidth_gbps > 0):
+            raise ValueError(f"bandwidth_gbps must be a positive number, got "
+                             f"{self.bandwidth_gbps}")
+
+    def peak(self, dtype: Any = "fp32") -> float:
+        """Return the measured peak of ``dtype`` in TFLOP/s.
+
+        Raises:
+            ValueError: for an unknown dtype, or one not measured on this device.
+        """
+        key = dtype_key(dtype)
+        if key not in self.peak_tflops:
+            raise ValueError(f"{key} was not measured on {self.device}; measured: "
+                             f"{', '.join(self.peak_tflops)}")
+        return self.peak_tflops[key]
+
+    def attainable_tflops(self, intensity: float, dtype: Any = "fp32") -> float:
+        """Return the roofline bound ``min(peak, intensity × bandwidth)`` in TFLOP/s.
+
+        Formula from Williams, Waterman & Patterson (2009).
+
+        Args:
+            intensity: arithmetic intensity in FLOP/byte, >= 0.
+            dtype: which compute roof (``"fp32"``, ``"bf16"``, ``"fp16"``).
+
+        Raises:
+            ValueError: for a negative or non-finite intensity, or an unmeasured dtype.
+
+        Example: ``roof.attainable_tflops(0.25)``  (an fp32 elementwise add reads 8 and
+        writes 4 bytes per FLOP: 1/12 FLOP/B)
+        """
+        if isinstance(intensity, bool) or not isinstance(intensity, (int, float)):
+            raise TypeError(f"intensity must be a number, got {type(intensity).__name__}")
+        if not (math.isfinite(intensity) and intensity >= 0):
+            raise ValueError(f"intensity must be a finite number >= 0 FLOP/byte, got {intensity}")
+        return min(self.peak(dtype), intensity * self.bandwidth_gbps / 1e3)
+
+    def ridge_point(self, dtype: Any = "fp32") -> float:
+        """Return the intensity (FLOP/byte) where the memory roof meets the compute roof.
+
+        ``peak / bandwidth``; kernels below it are memory-bound.
+        """
+        return self.peak(dtype) * 1e3 / self.bandwidth_gbps
+
+    def place(self, timing: bench.Timing, dtype: Any = "fp32") -> Placement:
+        """Place a measured kernel on this roofline.
+
+        Args:
+            timing: from :func:`accelkit.bench.measure` with ``flops=`` and ``bytes_moved=``.
+            dtype: the compute roof to compare with (the kernel's dtype).
+
+        Returns:
+            A :class:`Placement` with the intensity, achieved and attainable TFLOP/s.
+
+        Raises:
+            ValueError: when the timing lacks ``flops``/``bytes_moved``, or for an unmeasured
+                dtype.
+        """
+        ai = intensity(timing)
+        key = dtype_key(dtype)
+        bound = "memory" if ai < self.ridge_point(key) else "compute"
+        return Placement(timing.label, key, ai, timing.tflops or 0.0,
+                         self.attainable_tflops(ai, key), bound)
+
+    def table(self) -> str:
+        """Return the roofs as a Markdown table (peak and ridge point per dtype)."""
+        rows = ["| roof | measured | ridge point |", "|---|---|---|"]
+        for key, peak in self.peak_tflops.items():
+            rows.append(f"| matmul {key} | {peak:.3g} TFLOP/s | {self.ridge_point(key):.3g} FLOP/B |")
+        rows.append(f"| memory (copy) | {self.bandwidth_gbps:.3g} GB/s | |")
+        return "\n".join(rows)
+
+    def __str__(self) -> str:
+        peaks = ", ".join(f"{k} {v:.3g} TFLOP/s" for k, v in self.peak_tflops.items())
+        return (f"Roofline of {self.device} ({self.device_name}, profile {self.profile}): "
+                f"{peaks}; copy {self.bandwidth_gbps:.3g} GB/s")
+
+
+# ----------------------------------------------------------------------------- measuring
+def last_level_cache_bytes(dev: Any = "cpu") -> int | None:
+    """Return the size of the device's last-level cache in bytes, or None if unknown.
+
+    CPU: the highest-level cache in ``/sys/devices/system/cpu/cpu0/cache`` (Linux).
+    CUDA: the GPU's L2 cache (``torch.cuda.get_device_properties(...).L2_cache_size``).
+    """
+    import torch
+
+    kind = torch.device(dev).type
+    if kind == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0)) or None
+    if kind != "cpu":
+        return None
+    best: tuple[int, int] | None = None
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            size = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:], 1)
+        digits = size.rstrip("KMG")
+        if digits.isdigit() and (best is None or level > best[0]):
+            best = (level, int(digits) * scale)
+    return best[1] if best else None
+
+
+def copy_bytes(dev: Any, prof: config.Profile) -> int:
+    """Choose the size of the copied tensor: at least the LLC, so src + dst exceed it twice.
+
+    ``max(profile size, LLC)`` bytes, capped at 1/8 of the memory available on the host
+    (CPU) or free on the device (CUDA).  The profile size is 256 MiB (``ci``) or 1 GiB.
+    """
+    import torch
+
+    want = max(prof.pick(ci=256 * MIB, full=1024 * MIB), last_level_cache_bytes(dev) or 0)
+    kind = torch.device(dev).type
+    avail: int | None = None
+    if kind == "cuda":
+        avail = int(torch.cuda.mem_get_info(dev)[0])
+    else:
+        try:
+            import psutil
+
+            avail = int(psutil.virtual_memory().available)
+        except ImportError:  # pragma: no cover
+            avail = None
+    if avail:
+        want = min(want, avail // 8)
+    return max(MIB, want // MIB * MIB)
+
+
+def _dtypes_for(dev: Any) -> list[str]:
+    import torch
+
+    kind = torch.device(dev).type
+    out = ["fp32", "bf16"]  # bf16 runs everywhere (emulated where there are no bf16 units)
+    cpu = _device.torch_devices()[-1]  # the CPU is always listed last
+    if kind != "cpu" or cpu.supports_fp16:
+        out.append("fp16")
+    return out
+
+
+def _matmul(n: int, key: str, dev: Any, run_time: float) -> bench.Timing | None:
+    import torch
+
+    dt = getattr(torch, DTYPE_NAMES[key])
+    try:
+        a = torch.randn(n, n, device=dev).to(dt)
+        b = torch.randn(n, n, device=dev).to(dt)
+        return bench.measure(lambda: a @ b, label=f"matmul {n} {key}", flops=2 * n**3,
+                             bytes_moved=3 * n * n * a.element_size(), device=dev,
+                             min_run_time=run_time)
+    except RuntimeError:  # this device cannot run this dtype's matmul
+        return None
+
+
+def _copy(numel: int, dev: Any, run_time: float) -> bench.Timing:
+    import torch
+
+    src = torch.ones(numel, device=dev)  # written, so reads are not served by the zero page
+    dst = torch.empty_like(src)
+    return bench.measure(lambda: dst.copy_(src), label=f"copy {numel * 4 // MIB} MiB",
+                         bytes_moved=2 * numel * 4, device=dev, min_run_time=run_time, warmup=1)
+
+
+def measure(device: Any = None, *, profile: str | config.Profile | None = None,
+            dtypes: Sequence[Any] | None = None,
+            min_run_time: float | None = None) -> Roofline:
+    """Measure this device's roofline: matmul TFLOP/s per dtype and copy GB/s.
+
+    Matmul: ``(n, n) @ (n, n)`` with ``n = profile.pick(ci=1024, full=8192)``,
+    ``flops = 2·n³``.  Copy: ``dst.copy_(src)`` of a tensor at least as large as the
+    last-level cache (:func:`copy_bytes`), ``bytes = 2·numel·itemsize``.  Takes a few seconds
+    in the ``ci`` profile on a 2-core CPU.
+
+    Args:
+        device: a torch device or string; default: :func:`accelkit.device.best_torch_device`.
+        profile: the size profile; default :func:`accelkit.config.profile`.
+        dtypes: which matmul dtypes to measure; default fp32 and bf16 everywhere, fp16 on
+            GPUs and on CPUs with fp16 units (AVX512-FP16/AMX-FP16).  A dtype the device
+            cannot run is left out.
+        min_run_time: seconds spent timing each kernel; default ``profile.pick(0.2, 1.0)``.
+
+    Returns:
+        A :class:`Roofline`.
+
+    Raises:
+        DeviceNotAvailableError: when ``device`` is not on this machine.
+        ValueError: for an unknown dtype or profile.
+    """
+
+    prof = profile if isinstance(profile, config.Profile) else config.profile(profile)
+    dev = (_device.best_torch_device().device if device is None
+           else _device.get_torch_device(device))
+    keys = [dtype_key(d) for d in dtypes] if dtypes is not None else _dtypes_for(dev)
+    run_time = min_run_time if min_run_time is not None else prof.pick(ci=0.2, full=1.0)
+    n = prof.pick(ci=1024, full=8192)
+    timings: list[bench.Timing] = []
+    peaks: dict[str, float] = {}
+    for key in keys:
+        t = _matmul(n, key, dev, run_time)
+        if t is not None:
+            timings.append(t)
+            peaks[key] = t.tflops or 0.0
+    copy = _copy(copy_bytes(dev, prof) // 4, dev, run_time)
+    timings.append(copy)
+    return Roofline(peaks, copy.gbps or 0.0, str(dev), _device_name(dev), prof.name,
+                    tuple(timings))
+
+
+def _device_name(dev: Any) -> str:
+    import torch
+
+    kind = torch.device(dev).type
+    if kind == "cuda":
+        return torch.cuda.get_device_name(dev)
+    if kind == "cpu":
+        threads = torch.get_num_threads()
+        return f"{_device.cpu_name()}, {threads} thread{'s' if threads > 1 else ''}"
+    return kind
+
+
+def report(device: Any = None) -> str:
+    """Measure the roofline and return it as text (``python -m accelkit roofline``)."""
+    roof = measure(device)
+    lines = [str(roof), "", roof.table(), "", "Measurements:"]
+    lines += [f"- {t}" for t in roof.timings]
+    lines += ["", "A kernel with arithmetic intensity I (FLOP/byte) can reach at most "
+              "min(peak, I x bandwidth) (Williams, Waterman & Patterson, CACM 2009).",
+              f"Sizes from the {roof.profile!r} profile (ACCELKIT_PROFILE=ci|full|auto)."]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "DTYPE_NAMES",
+    "Placement",
+    "Roofline",
+    "copy_bytes",
+    "dtype_key",
+    "intensity",
+    "last_level_cache_bytes",
+    "measure",
+    "report",
+]

@@ -1,0 +1,126 @@
+"""accelkit.roofline: the roofline formulas, placing kernels, and a quick real measurement."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from accelkit import bench, config, roofline
+from accelkit.roofline import Roofline
+
+ROOF = Roofline({"fp32": 2.0, "bf16": 8.0}, bandwidth_gbps=100.0, device="cpu", profile="ci")
+
+
+def _timing(flops, bytes_moved, seconds=1e-3, label="k"):
+    return bench.Timing(label, (seconds, seconds), flops, bytes_moved)
+
+
+def test_attainable_is_min_of_memory_and_compute_roofs():
+    assert ROOF.attainable_tflops(1.0) == pytest.approx(0.1)  # 1 FLOP/B * 100 GB/s
+    assert ROOF.attainable_tflops(1e6) == pytest.approx(2.0)  # capped by the fp32 peak
+    assert ROOF.attainable_tflops(1e6, "bf16") == pytest.approx(8.0)
+    assert ROOF.attainable_tflops(0) == 0.0
+
+
+def test_ridge_point_is_where_the_roofs_meet():
+    assert ROOF.ridge_point("fp32") == pytest.approx(20.0)  # 2e12 / 100e9
+    assert ROOF.ridge_point(torch.bfloat16) == pytest.approx(80.0)
+    for key in ("fp32", "bf16"):
+        ridge = ROOF.ridge_point(key)
+        assert ROOF.attainable_tflops(ridge, key) == pytest.approx(ROOF.peak(key))
+        assert ROOF.attainable_tflops(ridge / 2, key) == pytest.approx(ROOF.peak(key) / 2)
+
+
+def test_place_gives_intensity_fraction_and_bound():
+    add = ROOF.place(_timing(flops=1e6, bytes_moved=12e6, seconds=1e-3, label="add"))
+    assert add.intensity == pytest.approx(1 / 12)
+    assert add.achieved_tflops == pytest.approx(1e-3)
+    assert add.attainable_tflops == pytest.approx(100e9 / 12 / 1e12)
+    assert add.fraction == pytest.approx(1e-3 / (100e9 / 12 / 1e12))
+    assert add.bound == "memory"
+    mm = ROOF.place(_timing(flops=2 * 1024**3, bytes_moved=3 * 1024**2 * 2), "bfloat16")
+    assert mm.bound == "compute" and mm.dtype == "bf16"
+    assert "FLOP/B" in str(mm)
+
+
+def test_place_needs_flops_and_bytes():
+    with pytest.raises(ValueError, match="bytes_moved"):
+        ROOF.place(_timing(flops=1.0, bytes_moved=None))
+    with pytest.raises(ValueError, match="flops"):
+        roofline.intensity(_timing(flops=None, bytes_moved=4.0))
+
+
+def test_bad_arguments_are_rejected():
+    with pytest.raises(ValueError, match="intensity"):
+        ROOF.attainable_tflops(-1.0)
+    with pytest.raises(ValueError, match="intensity"):
+        ROOF.attainable_tflops(math.inf)
+    with pytest.raises(TypeError, match="intensity"):
+        ROOF.attainable_tflops("1")
+    with pytest.raises(ValueError, match="not measured"):
+        ROOF.attainable_tflops(1.0, "fp16")
+    with pytest.raises(ValueError, match="unknown dtype"):
+        ROOF.ridge_point("int8")
+    with pytest.raises(ValueError, match="bandwidth"):
+        Roofline({"fp32": 1.0}, bandwidth_gbps=0.0)
+    with pytest.raises(ValueError, match="peak_tflops"):
+        Roofline({}, bandwidth_gbps=1.0)
+
+
+def test_dtype_key_aliases():
+    assert Roofline({"float32": 1.0}, 10.0).peak("fp32") == 1.0
+    assert roofline.dtype_key(torch.float32) == "fp32"
+    assert roofline.dtype_key("bfloat16") == roofline.dtype_key("bf16") == "bf16"
+    assert roofline.dtype_key(torch.float16) == "fp16"
+
+
+def test_copy_size_exceeds_last_level_cache(monkeypatch):
+    import psutil
+
+    mib = roofline.MIB
+    if psutil.virtual_memory().available // 8 < 600 * mib:
+        pytest.skip("not enough free memory to test the 600 MiB case")
+    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda dev: 600 * mib)
+    assert roofline.copy_bytes("cpu", config.profile("ci")) >= 600 * mib
+    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda dev: 1 * mib)
+    assert roofline.copy_bytes("cpu", config.profile("ci")) == 256 * mib
+    assert roofline.copy_bytes("cpu", config.profile("full")) == 1024 * mib
+
+
+def test_last_level_cache_is_found_where_sysfs_lists_caches():
+    from pathlib import Path
+
+    if not list(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size")):
+        pytest.skip("no cache information in sysfs here")
+    llc = roofline.last_level_cache_bytes("cpu")
+    assert llc is not None and llc >= 2**20
+
+
+def test_measure_returns_positive_roofs(monkeypatch):
+    monkeypatch.setattr(roofline, "copy_bytes", lambda dev, prof: 8 * roofline.MIB)
+    roof = roofline.measure("cpu", profile="ci", dtypes=("fp32", "bf16"), min_run_time=0.02)
+    assert set(roof.peak_tflops) == {"fp32", "bf16"}
+    assert all(v > 0 for v in roof.peak_tflops.values()) and roof.bandwidth_gbps > 0
+    assert roof.device == "cpu" and roof.profile == "ci"
+    labels = [t.label for t in roof.timings]
+    assert labels[:2] == ["matmul 1024 fp32", "matmul 1024 bf16"] and labels[2].startswith("copy")
+    copy = roof.timings[-1]
+    assert copy.bytes_moved == 2 * 8 * roofline.MIB  # one read + one write
+    assert roof.timings[0].flops == 2 * 1024**3
+
+
+def test_measure_rejects_absent_device():
+    from accelkit.device import DeviceNotAvailableError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(DeviceNotAvailableError):
+        roofline.measure("cuda")
+
+
+def test_report_cites_the_model(monkeypatch):
+    monkeypatch.setattr(roofline, "measure", lambda device=None: ROOF)
+    text = roofline.report()
+    assert "Williams" in text and "fp32" in text and "100 GB/s" in text
