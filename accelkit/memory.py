@@ -1,0 +1,246 @@
+"""Memory per device when training one model under DP, ZeRO-1/2/3 (FSDP), TP and PP.
+
+Training memory has four parts (Rajbhandari et al., "ZeRO: Memory Optimizations Toward
+Training Trillion Parameter Models", SC 2020, section 3):
+
+* parameters ``Ψ·p`` (``p`` bytes per parameter: 4 in fp32, 2 in bf16),
+* gradients ``Ψ·g``,
+* optimizer states ``Ψ·k`` (Adam: two fp32 moments, k = 8; with mixed precision also an fp32
+  master copy, k = 12 as in the ZeRO paper),
+* activations saved for the backward pass (they grow with the batch, not with Ψ).
+
+With N devices, the strategies keep per device:
+
+==========  ==========  ==========  ==========  ====================================
+strategy    params      grads       optimizer   activations
+==========  ==========  ==========  ==========  ====================================
+``single``  Ψp          Ψg          Ψk          A (the whole batch)
+``dp``      Ψp          Ψg          Ψk          A/N (each replica gets B/N samples)
+``zero1``   Ψp          Ψg          Ψk/N        A/N
+``zero2``   Ψp          Ψg/N        Ψk/N        A/N
+``zero3``   Ψp/N        Ψg/N        Ψk/N        A/N (= FSDP ``fully_shard``)
+``tp``      Ψp/N        Ψg/N        Ψk/N        A (every rank sees the whole batch)
+``pp``      Ψp/N        Ψg/N        Ψk/N        A/N (its 1/N of the layers, GPipe)
+==========  ==========  ==========  ==========  ====================================
+
+These are the steady-state sizes.  Not counted: ZeRO-3's transient all-gathered layer,
+communication buffers, the allocator's fragmentation, the framework's own memory, and for
+TP the replicated biases/norms and the sharded intermediate activations (Megatron-LM,
+Shoeybi et al. 2019), so the TP row is an estimate.  :func:`measured` reads the real sizes
+from a model and optimizer (local shards of DTensors included) to check the calculator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+STRATEGIES = ("single", "dp", "zero1", "zero2", "zero3", "tp", "pp")
+#: Optimizer-state bytes per parameter (fp32 states).
+OPTIMIZER_STATE_BYTES = {"sgd": 0, "momentum": 4, "adam": 8, "adamw": 8}
+_SHARDED = {  # which parts are divided by N: (params, grads, optimizer, activations)
+    "single": (False, False, False, False),
+    "dp": (False, False, False, True),
+    "zero1": (False, False, True, True),
+    "zero2": (False, True, True, True),
+    "zero3": (True, True, True, True),
+    "tp": (True, True, True, False),
+    "pp": (True, True, True, True),
+}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes one device holds for one strategy.
+
+    Attributes:
+        strategy: one of :data:`STRATEGIES`.
+        world_size: devices N.
+        params_bytes: parameters on this device.
+        grads_bytes: gradients on this device.
+        optimizer_bytes: optimizer states (and master weights) on this device.
+        activations_bytes: activations saved for backward on this device.
+    """
+
+    strategy: str
+    world_size: int
+    params_bytes: float
+    grads_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        """The sum of the four parts, bytes."""
+        return self.params_bytes + self.grads_bytes + self.optimizer_bytes + \
+            self.activations_bytes
+
+    def fits(self, device_bytes: float, headroom: float = 0.9) -> bool:
+        """True when :attr:`total_bytes` fits in ``headroom * device_bytes``.
+
+        Raises:
+            ValueError: for ``device_bytes <= 0`` or ``headroom`` outside (0, 1].
+        """
+        if device_bytes <= 0 or not 0 < headroom <= 1:
+            raise ValueError(f"need device_bytes > 0 and 0 < headroom <= 1, got "
+                             f"{device_bytes}, {headroom}")
+        return self.total_bytes <= headroom * device_bytes
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+
+
+def per_device(n_params: int, strategy: str = "dp", world_size: int = 1, *,
+               param_bytes: float = 4, grad_bytes: float | None = None,
+               optimizer: str = "adam", master_bytes: float = 0,
+               activation_bytes: float = 0.0) -> MemoryEstimate:
+    """Estimate the memory one device needs to train a model of ``n_params`` parameters.
+
+    Args:
+        n_params: parameters Ψ of the whole model, >= 1.
+        strategy: ``"single"``, ``"dp"``, ``"zero1"``, ``"zero2"``, ``"zero3"`` (FSDP),
+            ``"tp"`` or ``"pp"``.
+        world_size: devices N, >= 1 (``"single"`` needs 1).
+        param_bytes: bytes per parameter (4 fp32, 2 bf16/fp16).
+        grad_bytes: bytes per gradient; default ``param_bytes``.
+        optimizer: ``"sgd"`` (0 B), ``"momentum"`` (4 B), ``"adam"``/``"adamw"`` (8 B per
+            parameter).
+        master_bytes: bytes per parameter of an fp32 master copy (4 with mixed precision,
+            0 in plain fp32).
+        activation_bytes: activations saved for backward for the *global* batch on one
+            device (see :func:`mlp_activation_bytes`).
+
+    Returns:
+        A :class:`MemoryEstimate` (bytes; see the module's table for the formulas).
+
+    Raises:
+        TypeError: for a non-int ``n_params``/``world_size``.
+        ValueError: for an unknown strategy/optimizer, sizes < 1, negative bytes, or
+            ``"single"`` with ``world_size > 1``.
+
+    Example: ``per_device(1_000_000, "zero3", 4).params_bytes  # 1e6 * 4 / 4``
+    """
+    _check_int("n_params", n_params, 1)
+    _check_int("world_size", world_size, 1)
+    if strategy not in _SHARDED:
+        raise ValueError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+    if optimizer not in OPTIMIZER_STATE_BYTES:
+        raise ValueError(f"unknown optimizer {optimizer!r}; use one of "
+                         f"{', '.join(OPTIMIZER_STATE_BYTES)}")
+    if strategy == "single" and world_size != 1:
+        raise ValueError("strategy 'single' is one device: world_size must be 1")
+    g = param_bytes if grad_bytes is None else grad_bytes
+    for name, v in (("param_bytes", param_bytes), ("grad_bytes", g),
+                    ("master_bytes", master_bytes), ("activation_bytes", activation_bytes)):
+        if v < 0:
+            raise ValueError(f"{name} must be >= 0, got {v}")
+    k = OPTIMIZER_STATE_BYTES[optimizer] + master_bytes
+    parts = (n_params * param_bytes, n_params * g, n_params * k, float(activation_bytes))
+    shard = _SHARDED[strategy]
+    p, gr, o, a = (v / world_size if s else v for v, s in zip(parts, shard))
+    return MemoryEstimate(strategy, world_size, p, gr, o, a)
+
+
+def table(n_params: int, world_size: int, strategies: Sequence[str] = STRATEGIES,
+          **kwargs: Any) -> list[MemoryEstimate]:
+    """Return :func:`per_device` for each strategy (``"single"`` always with N = 1).
+
+    Keyword arguments are those of :func:`per_device`.
+    """
+    return [per_device(n_params, s, 1 if s == "single" else world_size, **kwargs)
+            for s in strategies]
+
+
+def markdown(estimates: Iterable[MemoryEstimate], unit: str = "MiB",
+             device_bytes: float | None = None) -> str:
+    """Render estimates as a Markdown table in ``unit`` (``"KiB"``, ``"MiB"``, ``"GiB"``).
+
+    Args:
+        estimates: rows, e.g. from :func:`table`.
+        unit: display unit (base 2).
+        device_bytes: add a "fits" column for a device of this many bytes.
+
+    Raises:
+        ValueError: for an unknown unit.
+    """
+    scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+    if unit not in scale:
+        raise ValueError(f"unit must be one of {', '.join(scale)}, got {unit!r}")
+    head = f"| strategy | N | params | grads | optimizer | activations | total ({unit}) |"
+    rows = [head + (" fits |" if device_bytes else ""),
+            "|---|---|---|---|---|---|---|" + ("---|" if device_bytes else "")]
+    for e in estimates:
+        cells = [e.strategy, str(e.world_size)] + [
+            f"{v / scale[unit]:.3g}" for v in (e.params_bytes, e.grads_bytes, e.optimizer_bytes,
+                                               e.activations_bytes, e.total_bytes)]
+        if device_bytes:
+            cells.append("yes" if e.fits(device_bytes) else "no")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def mlp_activation_bytes(batch: int, widths: Sequence[int], dtype_bytes: int = 4) -> int:
+    """Estimate the activations an MLP (Linear → ReLU → ... → Linear) saves for backward.
+
+    Each Linear saves its input ``(B, in)``; each ReLU saves its output ``(B, out)``.  For
+    ``widths = [d0, d1, ..., dL]`` that is ``B * (d0 + 2*(d1 + ... + d_{L-1}))`` elements.
+
+    Args:
+        batch: samples B, >= 1.
+        widths: layer widths from input to output, at least two.
+        dtype_bytes: bytes per element.
+
+    Raises:
+        ValueError: for ``batch < 1`` or fewer than two widths.
+    """
+    _check_int("batch", batch, 1)
+    if len(widths) < 2:
+        raise ValueError("widths needs the input and output sizes at least")
+    return batch * (widths[0] + 2 * sum(widths[1:-1])) * dtype_bytes
+
+
+def _local_bytes(t: Any) -> int:
+    local = t.to_local() if hasattr(t, "to_local") else t  # DTensor: this rank's shard
+    return int(local.numel() * local.element_size())
+
+
+def measured(module: Any, optimizer: Any = None) -> dict[str, int]:
+    """Measure the bytes this rank holds for a model's parameters, gradients and optimizer.
+
+    DTensor parameters (FSDP2 ``fully_shard``, tensor parallel) count only the local shard.
+
+    Args:
+        module: a ``torch.nn.Module``.
+        optimizer: a ``torch.optim.Optimizer`` (after at least one step, so its states exist).
+
+    Returns:
+        ``{"params_bytes", "grads_bytes", "optimizer_bytes"}`` (ints; grads 0 before backward;
+        scalar states such as Adam's ``step`` are not counted).
+    """
+    params = list(module.parameters())
+    out = {"params_bytes": sum(_local_bytes(p) for p in params),
+           "grads_bytes": sum(_local_bytes(p.grad) for p in params if p.grad is not None),
+           "optimizer_bytes": 0}
+    if optimizer is not None:
+        for state in optimizer.state.values():
+            for v in state.values():
+                if hasattr(v, "numel") and v.dim() > 0:
+                    out["optimizer_bytes"] += _local_bytes(v)
+    return out
+
+
+__all__ = [
+    "OPTIMIZER_STATE_BYTES",
+    "STRATEGIES",
+    "MemoryEstimate",
+    "markdown",
+    "measured",
+    "mlp_activation_bytes",
+    "per_device",
+    "table",
+]

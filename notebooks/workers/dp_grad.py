@@ -1,0 +1,85 @@
+"""Data parallel from scratch: split one batch over the ranks, average the gradients.
+
+Run: ``torchrun --standalone --nproc-per-node=2 dp_grad.py --out dp.json``
+(notebook 01 starts it with ``ak.launch.torchrun``).
+
+Every rank builds the same model (same seed) and takes its slice of one global batch.  Each
+computes the gradient of the mean loss over its slice; an all-reduce (sum) divided by the
+number of ranks gives the mean gradient, which must equal the full-batch gradient.  Then it
+measures what that all-reduce costs on this machine and compares it with the ring model.
+"""
+
+import argparse
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import accelkit as ak
+
+
+def build_model(width: int) -> nn.Module:
+    torch.manual_seed(0)  # the same initial weights on every rank
+    return nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                         nn.Linear(width, 10))
+
+
+def flat_grad(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=256, help="global batch size")
+    ap.add_argument("--width", type=int, default=1024)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    info = ak.dist.setup()
+    rank, world = info.rank, info.world_size
+    if args.batch % world:
+        raise ValueError(f"--batch {args.batch} must be divisible by the {world} ranks")
+
+    # region dp_step
+    d = ak.data.digits()
+    x = torch.from_numpy(d.x_train[: args.batch].reshape(args.batch, -1))  # (B, 64)
+    y = torch.from_numpy(d.y_train[: args.batch])                          # (B,)
+    x, y = x.to(info.device), y.to(info.device)
+    x_local, y_local = x.chunk(world)[rank], y.chunk(world)[rank]           # (B/N, 64)
+
+    model = build_model(args.width).to(info.device)
+    nn.functional.cross_entropy(model(x_local), y_local).backward()
+    grad = flat_grad(model)            # this rank's gradient, (P,)
+    dist.all_reduce(grad)              # sum over ranks, in place
+    grad /= world                      # mean of the N local means = full-batch mean
+    # endregion
+
+    full = build_model(args.width).to(info.device)  # reference: the whole batch at once
+    nn.functional.cross_entropy(full(x), y).backward()
+    err = (grad - flat_grad(full)).abs().max().reshape(1)
+    dist.all_reduce(err, op=dist.ReduceOp.MAX)
+
+    # Cost of that all-reduce: fit latency + bandwidth on other sizes (the ring model),
+    # predict the gradient's size, then time the gradient-sized all-reduce itself.
+    grad_bytes = grad.numel() * grad.element_size()
+    sizes = [4**k for k in (6, 8, 10, 11, 12)]  # 4 KiB .. 16 MiB
+    t = ak.dist.measure_allreduce(sizes + [grad_bytes])  # 9 interleaved blocks per size
+    # one rank sends nothing: no bandwidth to fit, nothing to predict
+    latency, bus = ak.dist.fit_allreduce(sizes, [t[s].median_s for s in sizes], world) \
+        if world > 1 else (0.0, None)
+    predicted = ak.dist.ring_allreduce_s(grad_bytes, world, bus, latency) if bus else 0.0
+    measured = t[grad_bytes].median_s
+    ak.dist.save_json({
+        "world_size": world, "backend": info.backend, "global_batch": args.batch,
+        "n_params": grad.numel(), "grad_bytes": grad_bytes, "grad_max_abs_err": err.item(),
+        "latency_s": latency, "bus_gbps": bus, "sizes_bytes": sizes,
+        "sizes_median_s": [t[s].median_s for s in sizes],
+        "allreduce_predicted_s": predicted, "allreduce_measured_s": measured,
+        "allreduce_times_s": t[grad_bytes].times_s,
+    }, args.out)
+    ak.dist.print0(f"grad error {err.item():.2e}; all-reduce of {grad_bytes / 1e6:.2f} MB: "
+                   f"predicted {predicted * 1e3:.2f} ms, measured {measured * 1e3:.2f} ms")
+    ak.dist.teardown()
+
+
+if __name__ == "__main__":
+    main()

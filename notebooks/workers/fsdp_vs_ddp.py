@@ -1,0 +1,98 @@
+"""DDP and FSDP2 (``fully_shard``) train the same model: same losses, less memory per rank.
+
+Run: ``torchrun --standalone --nproc-per-node=2 fsdp_vs_ddp.py --out fsdp.json``.
+
+Both runs start from the same weights and see the same global batches (each rank its
+slice).  DDP keeps a full copy of the parameters, gradients and Adam states on every rank
+and all-reduces the gradients; FSDP2 keeps only a 1/N shard of each (ZeRO-3, Rajbhandari et
+al. 2020), all-gathers a layer's parameters just before it runs and reduce-scatters its
+gradients.  The worker records the losses and the bytes each rank holds, measured from the
+tensors, next to the memory calculator's prediction.
+"""
+
+import argparse
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import accelkit as ak
+
+
+def build_model(width: int) -> nn.Sequential:
+    torch.manual_seed(0)  # the same initial weights on every rank and in both runs
+    return nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                         nn.Linear(width, 10))
+
+
+def train(model: nn.Module, batches: list, steps: int, lr: float) -> tuple[list, dict]:
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    losses, mem = [], {}
+    for i in range(steps):
+        x, y = batches[i % len(batches)]
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        if i == 0:
+            mem = ak.memory.measured(model)                 # gradients exist now
+        opt.step()
+        if i == 0:
+            mem["optimizer_bytes"] = ak.memory.measured(model, opt)["optimizer_bytes"]
+        opt.zero_grad()
+        avg = loss.detach().clone()
+        dist.all_reduce(avg)                                # mean of the ranks' losses
+        losses.append(avg.item() / dist.get_world_size())
+    return losses, mem
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--width", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=128, help="global batch size")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    info = ak.dist.setup()
+    rank, world = info.rank, info.world_size
+    d = ak.data.digits()
+    x_all = torch.from_numpy(d.x_train.reshape(len(d.x_train), -1))
+    y_all = torch.from_numpy(d.y_train)
+    n_batches = len(x_all) // args.batch
+    batches = [(x_all[i * args.batch:(i + 1) * args.batch].chunk(world)[rank].to(info.device),
+                y_all[i * args.batch:(i + 1) * args.batch].chunk(world)[rank].to(info.device))
+               for i in range(n_batches)]                   # each (B/N, 64) and (B/N,)
+
+    ddp = DDP(build_model(args.width).to(info.device))
+    ddp_losses, ddp_mem = train(ddp, batches, args.steps, args.lr)
+
+    # region fsdp
+    mesh = init_device_mesh(info.device.type, (world,))
+    model = build_model(args.width)
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer, mesh=mesh)   # each Linear: one all-gather unit
+    fully_shard(model, mesh=mesh)           # the root: the rest; onto the mesh's device
+    # endregion
+    fsdp_losses, fsdp_mem = train(model, batches, args.steps, args.lr)
+
+    n_params = sum(p.numel() for p in build_model(args.width).parameters())
+    final = max((a.full_tensor() - b).abs().max().item()
+                for a, b in zip(model.parameters(), ddp.module.parameters()))
+    ak.dist.save_json({
+        "world_size": world, "n_params": n_params, "steps": args.steps,
+        "ddp_losses": ddp_losses, "fsdp_losses": fsdp_losses,
+        "loss_max_abs_diff": max(abs(a - b) for a, b in zip(ddp_losses, fsdp_losses)),
+        "param_max_abs_diff": final, "ddp_bytes": ddp_mem, "fsdp_bytes": fsdp_mem,
+        "fsdp_local_shapes": {n: list(p.to_local().shape) for n, p in model.named_parameters()},
+    }, args.out)
+    ak.dist.print0(f"parameter bytes per rank: DDP {ddp_mem['params_bytes']:,}, "
+                   f"FSDP2 {fsdp_mem['params_bytes']:,}; loss difference "
+                   f"{max(abs(a - b) for a, b in zip(ddp_losses, fsdp_losses)):.2e}")
+    ak.dist.teardown()
+
+
+if __name__ == "__main__":
+    main()

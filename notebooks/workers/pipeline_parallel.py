@@ -1,0 +1,163 @@
+"""Pipeline parallel: consecutive layers on different ranks, a batch cut into micro-batches.
+
+Run: ``torchrun --standalone --nproc-per-node=2 pipeline_parallel.py --out pp.json``.
+
+Rank r holds stage r (a slice of the layers) as a ``PipelineStage``; ``ScheduleGPipe`` runs
+all micro-batches forward through the stages, then all backward (GPipe, Huang et al. 2019),
+sending activations and their gradients between neighbours.  Loss and gradients must
+equal the unsplit model's.  Then the step is timed for several micro-batch counts m: with
+p stages, a stage idles for (p-1) of the (m+p-1) slots, the bubble.
+"""
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+import torch
+from torch import nn
+from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+import accelkit as ak
+
+
+class _Mark(torch.autograd.Function):
+    """Identity whose backward notes when the backward pass reaches the stage's output."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, clock: "BusyClock") -> torch.Tensor:
+        ctx.clock = clock
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        ctx.clock.start = ctx.clock.now()
+        return grad, None
+
+
+class BusyClock:
+    """Add up the seconds a stage spends computing (forward and backward) in its module."""
+
+    def __init__(self, module: nn.Module, device: torch.device) -> None:
+        self.device = device
+        self.busy_s, self.start = 0.0, 0.0
+        self.segments: list[tuple[str, float, float]] = []  # (F/B, start, end), perf_counter
+        module.register_forward_pre_hook(self._begin)
+        module.register_forward_hook(self._end_forward)
+        # The first layer's weight gradient is the last thing its backward computes.
+        next(module.parameters()).register_post_accumulate_grad_hook(self._end_backward)
+
+    def now(self) -> float:
+        """The time once the device has finished its queued work (GPUs run asynchronously)."""
+        ak.device.synchronize(self.device)
+        return time.perf_counter()
+
+    def _begin(self, *_: object) -> None:
+        self.start = self.now()
+
+    def _end_forward(self, _mod: nn.Module, _inp: object, out: torch.Tensor) -> torch.Tensor:
+        self._add("F")
+        return _Mark.apply(out, self)
+
+    def _end_backward(self, _param: torch.Tensor) -> None:
+        self._add("B")
+
+    def _add(self, kind: str) -> None:
+        end = self.now()
+        self.busy_s += end - self.start
+        self.segments.append((kind, self.start, end))
+
+
+def build_model(dim: int, layers: int) -> nn.Sequential:
+    torch.manual_seed(0)  # the same full model on every rank
+    blocks = []
+    for _ in range(layers):
+        blocks += [nn.Linear(dim, dim), nn.Tanh()]
+    return nn.Sequential(*blocks)
+
+
+def stage_slice(model: nn.Sequential, rank: int, world: int) -> nn.Sequential:
+    per = len(model) // world
+    return model[rank * per:(rank + 1) * per]  # shares the parameters with `model`
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dim", type=int, default=1024)
+    ap.add_argument("--layers", type=int, default=4, help="Linear+Tanh blocks, all stages")
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--microbatches", type=int, default=4, help="m for the equality check")
+    ap.add_argument("--sweep", type=int, nargs="+", default=[1, 2, 4, 8], help="m values timed")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    if args.microbatches not in args.sweep:
+        raise ValueError(f"--microbatches {args.microbatches} must be one of --sweep {args.sweep}")
+    info = ak.dist.setup()
+    rank, p = info.rank, info.world_size
+    loss_fn = nn.MSELoss()  # mean over a micro-batch; GPipe averages over micro-batches
+    torch.manual_seed(1)
+    x = torch.randn(args.batch, args.dim).to(info.device)                  # (B, D)
+    target = torch.randn(args.batch, args.dim).to(info.device)             # (B, D)
+
+    def make_schedule(m: int) -> tuple[nn.Module, ScheduleGPipe]:
+        # region pp
+        module = stage_slice(build_model(args.dim, args.layers), rank, p).to(info.device)
+        stage = PipelineStage(module, stage_index=rank, num_stages=p, device=info.device)
+        schedule = ScheduleGPipe(stage, n_microbatches=m, loss_fn=loss_fn)
+        # endregion
+        return module, schedule
+
+    def step(schedule: ScheduleGPipe, losses: list | None = None) -> torch.Tensor | None:
+        inputs = (x,) if rank == 0 else ()                   # the first stage feeds the input
+        if rank == p - 1:                                    # the last one computes the loss
+            return schedule.step(*inputs, target=target, losses=losses)
+        return schedule.step(*inputs)
+
+    module, schedule = make_schedule(args.microbatches)
+    losses: list = []
+    out = step(schedule, losses)
+    full = build_model(args.dim, args.layers).to(info.device)  # reference, unsplit
+    y_ref = full(x)
+    loss_ref = loss_fn(y_ref, target)
+    loss_ref.backward()
+    mine = stage_slice(full, rank, p)
+    err = max((a.grad - b.grad).abs().max().item()
+              for a, b in zip(module.parameters(), mine.parameters()))
+    if rank == p - 1:
+        err = max(err, (out - y_ref).abs().max().item(),
+                  abs(torch.stack(losses).mean().item() - loss_ref.item()))
+    errs = torch.tensor([err], device=info.device)
+    torch.distributed.all_reduce(errs, op=torch.distributed.ReduceOp.MAX)
+
+    # Bubble: run steps for several m and clock, inside each step, the time this stage
+    # computes; the rest of the step it waits (the bubble, plus the sends and receives).
+    sweep = []
+    for m in args.sweep:
+        module, schedule = make_schedule(m)
+        clock = BusyClock(module, info.device)
+        idle = []
+        for i in range(args.repeats + 1):          # the first step is a warm-up
+            ak.dist.barrier()
+            clock.busy_s, clock.segments = 0.0, []
+            t0 = clock.now()
+            step(schedule, [])
+            wall = clock.now() - t0
+            if i:
+                idle.append(1 - clock.busy_s / wall)
+        if m == args.microbatches:  # keep the last step's timeline, times relative to its start
+            timeline = [(k, a - t0, b - t0) for k, a, b in clock.segments] + [("end", wall, wall)]
+            gathered = [None] * p
+            torch.distributed.all_gather_object(gathered, timeline)
+        frac = torch.tensor([statistics.median(idle)], device=info.device)
+        torch.distributed.all_reduce(frac)         # mean over the stages
+        sweep.append({"m": m, "predicted": (p - 1) / (m + p - 1), "measured": frac.item() / p})
+        ak.dist.print0(f"m={m}: bubble predicted {sweep[-1]['predicted']:.2f}, "
+                       f"measured {sweep[-1]['measured']:.2f}")
+    ak.dist.save_json({"world_size": p, "max_abs_err": errs.item(), "sweep": sweep,
+                       "microbatches": args.microbatches, "timeline": gathered}, args.out)
+    ak.dist.teardown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""accelkit.memory: the ZeRO table's formulas, and measured bytes (DTensor shards included)."""
+
+import pytest
+import torch
+
+from accelkit import memory
+
+PSI = 1_000_000
+
+
+def test_zero_paper_example_mixed_precision_adam():
+    # ZeRO paper, Fig. 1: Psi = 7.5B, N = 64, K = 12 -> 120 GB (DP), 31.4 GB (ZeRO-1),
+    # 16.6 GB (ZeRO-2), 1.9 GB (ZeRO-3).
+    kw = {"param_bytes": 2, "optimizer": "adam", "master_bytes": 4}
+    psi = 7_500_000_000
+    totals = {s: memory.per_device(psi, s, 64, **kw).total_bytes / 1e9
+              for s in ("dp", "zero1", "zero2", "zero3")}
+    assert totals["dp"] == pytest.approx(120)
+    assert totals["zero1"] == pytest.approx(31.4, abs=0.05)
+    assert totals["zero2"] == pytest.approx(16.6, abs=0.05)
+    assert totals["zero3"] == pytest.approx(1.9, abs=0.05)
+
+
+def test_which_parts_each_strategy_divides():
+    e = {s.strategy: s for s in memory.table(PSI, 4, activation_bytes=400.0)}
+    assert e["single"].world_size == 1 and e["single"].params_bytes == 4 * PSI
+    assert e["dp"].params_bytes == 4 * PSI and e["dp"].activations_bytes == 100
+    assert e["zero1"].optimizer_bytes == 8 * PSI / 4 and e["zero1"].grads_bytes == 4 * PSI
+    assert e["zero2"].grads_bytes == PSI and e["zero2"].params_bytes == 4 * PSI
+    assert e["zero3"].params_bytes == PSI
+    assert e["tp"].params_bytes == PSI and e["tp"].activations_bytes == 400
+    assert e["pp"].activations_bytes == 100
+    assert e["zero3"].total_bytes == pytest.approx((4 + 4 + 8) * PSI / 4 + 100)
+    assert e["zero3"].fits(5e6) and not e["dp"].fits(5e6)
+    md = memory.markdown(e.values(), "MiB", device_bytes=5e6)
+    assert md.splitlines()[0].startswith("| strategy | N |") and "| zero3 | 4 |" in md
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="unknown strategy"):
+        memory.per_device(PSI, "zero4", 2)
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        memory.per_device(PSI, "dp", 2, optimizer="lion")
+    with pytest.raises(ValueError, match="single"):
+        memory.per_device(PSI, "single", 2)
+    with pytest.raises(TypeError):
+        memory.per_device(1.5, "dp", 2)
+    with pytest.raises(ValueError):
+        memory.per_device(0, "dp", 2)
+    with pytest.raises(ValueError):
+        memory.per_device(PSI, "dp", 2, param_bytes=-1)
+    with pytest.raises(ValueError):
+        memory.markdown([], unit="MB")
+    with pytest.raises(ValueError):
+        memory.mlp_activation_bytes(8, [64])
+    with pytest.raises(ValueError):
+        memory.per_device(PSI).fits(0)
+
+
+def test_mlp_activations_match_what_autograd_saves():
+    # Linear(64,128) saves its (B,64) input; ReLU saves its (B,128) output;
+    # Linear(128,10) saves its (B,128) input -> B*(64 + 2*128) floats.
+    assert memory.mlp_activation_bytes(32, [64, 128, 10]) == 32 * (64 + 256) * 4
+
+
+def test_measured_counts_params_grads_and_adam_states():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    n = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.Adam(model.parameters())
+    assert memory.measured(model, opt) == {"params_bytes": 4 * n, "grads_bytes": 0,
+                                           "optimizer_bytes": 0}
+    model(torch.randn(3, 8)).sum().backward()
+    opt.step()
+    got = memory.measured(model, opt)
+    assert got == {"params_bytes": 4 * n, "grads_bytes": 4 * n, "optimizer_bytes": 8 * n}
+    assert got["params_bytes"] == memory.per_device(n, "single").params_bytes
