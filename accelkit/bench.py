@@ -199,6 +199,33 @@ def measure(
                   n_threads, _device_str(device))
 
 
+def time_once(fn: Callable[[], Any], *, device: Any = None) -> float:
+    """Return the seconds one call of ``fn()`` takes, synchronised before and after.
+
+    For one-off costs that repeated timing averages away or warms up first: compilation on
+    a first call, a cold start.  Steady-state speed belongs to :func:`measure`.
+
+    Args:
+        fn: a callable with no arguments (wrap TensorFlow callables in :func:`tf_sync`).
+        device: the device the work runs on; it is synchronised (CUDA, MPS, XLA) so the
+            clock stops when the work is done.  Default: the current CUDA device, if any.
+
+    Returns:
+        Wall-clock seconds of the single call.
+
+    Example: ``compile_s = time_once(lambda: compiled(x), device=dev)``
+    """
+    import time
+
+    from accelkit.device import synchronize
+
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
 def compare(
     baseline: Callable[[], Any],
     candidate: Callable[[], Any],

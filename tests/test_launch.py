@@ -286,5 +286,6 @@ def test_worker_plan_fresh_path_and_show(tmp_path, capsys, monkeypatch):
     (folder / "x").mkdir(parents=True)
     assert not launch.fresh_path(folder).exists()
     monkeypatch.setitem(sys.modules, "IPython", None)  # no IPython: plain print
+    monkeypatch.setitem(sys.modules, "IPython.display", None)  # even if imported earlier
     launch.show(launch.worker_script("spawn_square.py"))
     assert "def square" in capsys.readouterr().out
