@@ -1,0 +1,294 @@
+"""Operator fusion: count the bytes each version must move, predict, then check with a clock.
+
+An elementwise op does a few FLOPs per element and moves every element through memory, so
+a chain of them is memory-bound: eager mode runs one kernel per op, each reading its inputs
+from memory and writing its result back; a fused kernel reads the inputs once and writes the
+output once.  On a bandwidth-bound machine the time is ``bytes / bandwidth``, so
+
+    predicted speedup = eager bytes / fused bytes            (Williams et al., CACM 2009)
+
+* :func:`chain_bytes` counts the bytes of a sequence of elementwise kernels;
+  :func:`predict_fusion` turns eager/fused bytes and a bandwidth into times and a speedup.
+* :func:`adamw_step_bytes` does the same for one AdamW step (for-loop/foreach/fused).
+* :func:`break_even_calls`: after how many calls compiling has paid for itself.
+* :class:`GraphRecorder` is a ``torch.compile`` backend that records each graph Dynamo
+  produces (to count graph breaks and recompilations without paying for code generation);
+  :func:`without_cxx_compiler` shows what inductor does on a CPU with no C++ compiler.
+
+Example::
+
+    eager = ak.fusion.chain_bytes(n, 4, [(1, 1), (1, 1), (1, 1)])   # add, gelu, scale
+    fused = ak.fusion.chain_bytes(n, 4, [(1, 1)])
+    print(ak.fusion.predict_fusion(eager, fused, roof.bandwidth_gbps))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# ----------------------------------------------------------------------------- bytes
+
+
+def chain_bytes(numel: int, itemsize: int, kernels: Sequence[tuple[int, int]],
+                extra_bytes: int = 0) -> int:
+    """Return the bytes a sequence of elementwise kernels moves through memory.
+
+    Each kernel reads ``reads`` full-size tensors and writes ``writes`` of them:
+    ``sum(reads + writes) * numel * itemsize + extra_bytes``.  Small broadcast operands
+    (a bias of one row) go into ``extra_bytes`` or are left out.
+
+    Args:
+        numel: elements of one full-size tensor, >= 0.
+        itemsize: bytes per element (4 for float32), >= 1.
+        kernels: ``(reads, writes)`` per kernel, e.g. ``[(1, 1)] * 3`` for three unary ops.
+        extra_bytes: bytes to add (small operands), >= 0.
+
+    Returns:
+        Bytes per call.
+
+    Raises:
+        ValueError: for negative sizes or counts, or an empty ``kernels``.
+
+    Example: ``chain_bytes(2**20, 4, [(2, 1)])  # c = a + b: 12 MiB``
+    """
+    if numel < 0 or itemsize < 1 or extra_bytes < 0:
+        raise ValueError(f"need numel >= 0, itemsize >= 1, extra_bytes >= 0; got {numel}, "
+                         f"{itemsize}, {extra_bytes}")
+    if not kernels:
+        raise ValueError("kernels must list at least one (reads, writes) pair")
+    accesses = 0
+    for reads, writes in kernels:
+        if reads < 0 or writes < 0:
+            raise ValueError(f"reads and writes must be >= 0, got {(reads, writes)}")
+        accesses += reads + writes
+    return accesses * numel * itemsize + extra_bytes
+
+
+@dataclass(frozen=True)
+class FusionPrediction:
+    """What the bandwidth roof predicts for an unfused and a fused version.
+
+    Attributes:
+        eager_bytes: bytes per call of the unfused version.
+        fused_bytes: bytes per call of the fused version.
+        bandwidth_gbps: the memory bandwidth used, GB/s (10**9 bytes/s).
+    """
+
+    eager_bytes: float
+    fused_bytes: float
+    bandwidth_gbps: float
+
+    @property
+    def eager_s(self) -> float:
+        """Predicted seconds per call, unfused: ``eager_bytes / bandwidth``."""
+        return self.eager_bytes / (self.bandwidth_gbps * 1e9)
+
+    @property
+    def fused_s(self) -> float:
+        """Predicted seconds per call, fused: ``fused_bytes / bandwidth``."""
+        return self.fused_bytes / (self.bandwidth_gbps * 1e9)
+
+    @property
+    def speedup(self) -> float:
+        """Predicted speedup, ``eager_bytes / fused_bytes``."""
+        return self.eager_bytes / self.fused_bytes
+
+    def __str__(self) -> str:
+        from accelkit.bench import format_time
+
+        return (f"eager {self.eager_bytes / 1e6:.4g} MB -> {format_time(self.eager_s)}, "
+                f"fused {self.fused_bytes / 1e6:.4g} MB -> {format_time(self.fused_s)} at "
+                f"{self.bandwidth_gbps:.3g} GB/s: predicted speedup {self.speedup:.2f}x")
+
+
+def predict_fusion(eager_bytes: float, fused_bytes: float,
+                   bandwidth_gbps: float) -> FusionPrediction:
+    """Predict unfused and fused times of a memory-bound kernel from the bytes they move.
+
+    Args:
+        eager_bytes: bytes per call without fusion, > 0.
+        fused_bytes: bytes per call with fusion, > 0.
+        bandwidth_gbps: memory bandwidth in GB/s, > 0 (e.g. ``roof.bandwidth_gbps``).
+
+    Returns:
+        A :class:`FusionPrediction`.
+
+    Raises:
+        ValueError: for a non-positive or non-finite argument.
+
+    Example: ``predict_fusion(3 * 2**26, 2**26, 20.0).speedup  # 3.0``
+    """
+    for name, value in (("eager_bytes", eager_bytes), ("fused_bytes", fused_bytes),
+                        ("bandwidth_gbps", bandwidth_gbps)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return FusionPrediction(float(eager_bytes), float(fused_bytes), float(bandwidth_gbps))
+
+
+# One AdamW step, per parameter element (torch.optim.adam, decoupled weight decay,
+# amsgrad off).  Unfused (for-loop and foreach run the same kernels, foreach batches them
+# over tensors):
+#   param.mul_(1 - lr*wd)             r p          w p       2
+#   exp_avg.lerp_(grad, 1 - beta1)    r m, g       w m       3
+#   exp_avg_sq.mul_(beta2)            r v          w v       2
+#   exp_avg_sq.addcmul_(grad, grad)   r v, g       w v       3
+#   exp_avg_sq.sqrt()                 r v          w t       2
+#   / bias_correction2_sqrt           r t          w t'      2
+#   .add_(eps)                        r t'         w t'      2
+#   param.addcdiv_(exp_avg, denom)    r p, m, t'   w p       4   -> 20 accesses
+# Fused: read p, g, m, v; write p, m, v                        -> 7 accesses
+ADAMW_ACCESSES = {"for-loop": 20, "foreach": 20, "fused": 7}
+
+
+def adamw_step_bytes(numel: int, itemsize: int = 4, impl: str = "fused") -> int:
+    """Return the bytes one AdamW step moves for ``numel`` parameter elements.
+
+    Counts the memory traffic of the kernels ``torch.optim.AdamW`` runs (see
+    ``ADAMW_ACCESSES``): 20 tensor accesses per element unfused (``"for-loop"``,
+    ``"foreach"``), 7 fused (read param, grad, exp_avg, exp_avg_sq; write three back).
+
+    Args:
+        numel: total parameter elements, >= 0.
+        itemsize: bytes per element (4 for float32 parameters and states).
+        impl: ``"for-loop"``, ``"foreach"`` or ``"fused"``.
+
+    Raises:
+        ValueError: for an unknown ``impl`` or negative sizes.
+
+    Example: ``adamw_step_bytes(10**6, 4, "fused")  # 28 MB``
+    """
+    if impl not in ADAMW_ACCESSES:
+        raise ValueError(f"impl must be one of {', '.join(ADAMW_ACCESSES)}, got {impl!r}")
+    if numel < 0 or itemsize < 1:
+        raise ValueError(f"need numel >= 0 and itemsize >= 1, got {numel}, {itemsize}")
+    return ADAMW_ACCESSES[impl] * numel * itemsize
+
+
+def break_even_calls(compile_s: float, eager_s: float, compiled_s: float) -> float:
+    """Return after how many calls compiling has paid for itself.
+
+    ``compile_s / (eager_s - compiled_s)``: the compile time divided by the time saved per
+    call; ``inf`` when the compiled version is not faster.
+
+    Args:
+        compile_s: one-off compile time, seconds (first call minus a steady call).
+        eager_s: seconds per eager call.
+        compiled_s: seconds per compiled call.
+
+    Raises:
+        ValueError: for negative times.
+
+    Example: ``break_even_calls(2.0, 0.010, 0.004)  # 333.3``
+    """
+    if min(compile_s, eager_s, compiled_s) < 0:
+        raise ValueError("times must be >= 0 seconds")
+    saved = eager_s - compiled_s
+    return math.inf if saved <= 0 else compile_s / saved
+
+
+# ----------------------------------------------------------------------------- compile
+@dataclass(frozen=True)
+class CapturedGraph:
+    """One FX graph that Dynamo handed to a backend.
+
+    Attributes:
+        ops: the number of ``call_function``/``call_method``/``call_module`` nodes.
+        input_shapes: the shape of each tensor input (symbolic sizes such as ``s0`` when
+            the graph was compiled for dynamic shapes).
+        code: the graph's Python code, for printing.
+    """
+
+    ops: int
+    input_shapes: tuple[tuple[Any, ...], ...]
+    code: str = field(repr=False, default="")
+
+    @property
+    def dynamic(self) -> bool:
+        """True when an input size is symbolic (the graph serves many shapes)."""
+        return any(not isinstance(s, int) for shape in self.input_shapes for s in shape)
+
+
+class GraphRecorder:
+    """A ``torch.compile`` backend that records each graph and then runs it eagerly.
+
+    Use it to *count* graphs (graph breaks) and recompilations cheaply: nothing is code-
+    generated, so it needs no C++ compiler and takes milliseconds.
+
+    Example::
+
+        rec = GraphRecorder()
+        f = torch.compile(fn, backend=rec)
+        f(torch.randn(8)); f(torch.randn(16))
+        rec.count   # 2: one graph per shape, or 1 with dynamic=True
+    """
+
+    def __init__(self) -> None:
+        self.graphs: list[CapturedGraph] = []
+
+    def __call__(self, gm: Any, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        """Record ``gm`` and return its ``forward`` (the backend protocol)."""
+        ops = sum(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes)
+        shapes = []
+        for node in gm.graph.nodes:  # the traced (fake) inputs carry symbolic sizes
+            value = node.meta.get("example_value") if node.op == "placeholder" else None
+            if hasattr(value, "shape"):
+                shapes.append(tuple(int(s) if type(s) is int else str(s) for s in value.shape))
+        self.graphs.append(CapturedGraph(ops, tuple(shapes), gm.code))
+        return gm.forward
+
+    @property
+    def count(self) -> int:
+        """How many graphs were compiled so far."""
+        return len(self.graphs)
+
+    def clear(self) -> None:
+        """Forget the recorded graphs.
+
+        (Not named ``reset``: ``torch._dynamo.reset()`` calls ``reset()`` on the backends it
+        has cached, which would wipe the record of a finished experiment.)
+        """
+        self.graphs.clear()
+
+
+@contextlib.contextmanager
+def without_cxx_compiler(name: str = "no-such-c++") -> Iterator[None]:
+    """Make inductor look for a C++ compiler that does not exist, inside a ``with`` block.
+
+    Shows what ``torch.compile`` does on a CPU machine without ``g++``/``clang++`` (a slim
+    container, Windows without MSVC): compiling a new function raises
+    ``InvalidCxxCompiler``.  The setting (``torch._inductor.config.cpp.cxx``) is restored on
+    exit.
+
+    Args:
+        name: the compiler name to pretend is configured.
+
+    Example::
+
+        with without_cxx_compiler():
+            torch.compile(fn)(x)     # raises ... InvalidCxxCompiler
+    """
+    import torch._inductor.config as inductor_config
+
+    old = inductor_config.cpp.cxx
+    inductor_config.cpp.cxx = (None, name)
+    try:
+        yield
+    finally:
+        inductor_config.cpp.cxx = old
+
+
+__all__ = [
+    "ADAMW_ACCESSES",
+    "CapturedGraph",
+    "FusionPrediction",
+    "GraphRecorder",
+    "adamw_step_bytes",
+    "break_even_calls",
+    "chain_bytes",
+    "predict_fusion",
+    "without_cxx_compiler",
+]
