@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
                                  profile=args.profile or os.environ.get("ACCELKIT_PROFILE", "auto"),
                                  only=args.only)
         print(f"wrote {args.out}/summary.md and {args.out}/results.json")
-        return 0 if all(n["status"] == "ok" for n in summary["notebooks"].values()) else 1
+        return 0 if all(n["status"] in ("ok", "skipped") for n in summary["notebooks"].values()) else 1
     if args.cmd == "doctor":
         from accelkit import env
 

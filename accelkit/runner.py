@@ -24,7 +24,8 @@ class NotebookRun:
 
     Attributes:
         name: the notebook's stem (``"00_device_setup"``).
-        status: ``"ok"``, ``"error"`` or ``"timeout"``.
+        status: ``"ok"``, ``"error"``, ``"timeout"`` or ``"skipped"`` (a package the notebook
+            requires is not installed; ``error`` says which).
         wall_s: wall-clock seconds, kernel start included.
         error: the error's last lines, or ``""``.
     """
@@ -54,6 +55,20 @@ def _guard_out(path: Path, source: Path) -> None:
         raise ValueError(
             f"refusing to write {path}: executed notebooks go to a build folder, never next to "
             f"the learner's notebooks in {source.parent} (use --out build)")
+
+
+def missing_requirements(source: str | os.PathLike[str]) -> list[str]:
+    """Return the modules a notebook requires that are not importable here.
+
+    A notebook declares them in its metadata, ``{"accelkit": {"requires": ["tensorflow"]}}``
+    (notebook 05 is TensorFlow-only; a machine without TensorFlow skips it instead of failing).
+    """
+    import importlib.util
+
+    import nbformat
+
+    meta = nbformat.read(source, as_version=4).metadata.get("accelkit", {})
+    return [m for m in meta.get("requires", []) if importlib.util.find_spec(m) is None]
 
 
 def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
@@ -144,6 +159,11 @@ def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathL
     resolved = config.profile(profile)
     runs: list[NotebookRun] = []
     for path in paths:
+        missing = missing_requirements(path)
+        if missing:
+            runs.append(NotebookRun(path.stem, "skipped", 0.0, f"not installed: {', '.join(missing)}"))
+            print(f"[accelkit run] {path.name}: skipped ({runs[-1].error})", flush=True)
+            continue
         print(f"[accelkit run] {path.name} (profile {resolved.name}) ...", flush=True)
         run = execute(path, out_dir / path.name, profile=resolved.name, timeout_s=timeout_s,
                       env={report.RESULTS_ENV: str(results_file.resolve()),
@@ -177,7 +197,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     for key, res in summary["results"].items():
         lines.append(f"| `{key}` | {report.format_value(res['value'], res['unit'])} | "
                      f"{res['notebook']} |")
-    failed = [n for n, nb in summary["notebooks"].items() if nb["status"] != "ok"]
+    failed = [n for n, nb in summary["notebooks"].items() if nb["status"] not in ("ok", "skipped")]
     if failed:
         lines += ["", "## Failures", ""]
         lines += [f"- **{n}**: {summary['notebooks'][n]['error']}" for n in failed]

@@ -46,3 +46,17 @@ def test_refuses_to_write_into_notebooks_folder(tmp_path):
 def test_no_notebooks_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no NN_"):
         runner.find_notebooks(tmp_path)
+
+
+def test_notebook_requiring_an_absent_package_is_skipped(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    path = _nb(nbdir / "00_needs.ipynb", "raise RuntimeError('must not run')")
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["accelkit"] = {"requires": ["no_such_module_xyz", "json"]}
+    nbformat.write(nb, path)
+    assert runner.missing_requirements(path) == ["no_such_module_xyz"]
+    summary = runner.run_all(nbdir, tmp_path / "build", profile="ci")
+    assert summary["notebooks"]["00_needs"] == {"status": "skipped", "wall_s": 0.0,
+                                                "error": "not installed: no_such_module_xyz"}
+    assert "## Failures" not in (tmp_path / "build" / "summary.md").read_text()
