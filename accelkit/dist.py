@@ -187,11 +187,21 @@ def setup(backend: str | None = None, *, timeout_s: float = 120,
                     info.node_rank, chosen if is_launched() else "", dev, info.launched)
 
 
-def teardown() -> None:
-    """Destroy the process group if one exists (safe to call twice or without one)."""
+def teardown(barrier: bool = True) -> None:
+    """Destroy the process group if one exists (safe to call twice or without one).
+
+    Args:
+        barrier: first wait until every rank has arrived here.  Without it, a rank that
+            finishes early tears its connections down while a peer still uses them; with gloo
+            the peer can then abort (``terminate called without an active exception``, exit
+            code -6) after its work is done.  ``False`` on error paths, where a peer may never
+            arrive.
+    """
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
+        if barrier:
+            dist.barrier()
         dist.destroy_process_group()
 
 
@@ -205,8 +215,10 @@ def session(backend: str | None = None, *, timeout_s: float = 120,
     info = setup(backend, timeout_s=timeout_s, threads=threads)
     try:
         yield info
-    finally:
-        teardown()
+    except BaseException:
+        teardown(barrier=False)  # a failed rank must not wait for peers that wait for it
+        raise
+    teardown()
 
 
 def get_rank() -> int:
