@@ -100,6 +100,9 @@ def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     if not in_place:
         _guard_out(out, src)
     nb = nbformat.read(src, as_version=4)
+    for cell in nb.cells:  # a run that stops early must not leave stored outputs behind
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     kernel_env = dict(os.environ)
     kernel_env.update({"ACCELKIT_PROFILE": profile, report.NOTEBOOK_ENV: src.stem})
     kernel_env.update(env or {})
@@ -133,7 +136,8 @@ def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathL
         notebooks: the folder holding ``NN_*.ipynb``.
         out: the build folder (created); must not be the notebooks' folder.
         profile: the size profile for every notebook.
-        only: run only notebooks whose name contains one of these strings.
+        only: run only notebooks whose name contains one of these strings; their entries
+            then replace those of the same notebooks in an existing ``results.json``.
         timeout_s: seconds allowed per cell.
 
     Returns:
@@ -173,10 +177,18 @@ def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathL
         runs.append(run)
     results = {r.key: {"value": r.value, "unit": r.unit, "notebook": r.notebook}
                for r in report.load_jsonl(results_file)}
+    notebooks_run = {r.name: {k: v for k, v in asdict(r).items() if k != "name"} for r in runs}
+    previous = out_dir / "results.json"
+    if only and previous.exists():  # a partial run updates the summary of earlier runs
+        old = json.loads(previous.read_text(encoding="utf-8"))
+        results = {k: v for k, v in old.get("results", {}).items()
+                   if v.get("notebook") not in notebooks_run} | results
+        notebooks_run = {k: v for k, v in old.get("notebooks", {}).items()
+                         if k not in notebooks_run} | notebooks_run
     summary = {
         "hardware": env.hardware_summary(),
         "profile": {"name": resolved.name, "reason": resolved.reason},
-        "notebooks": {r.name: {k: v for k, v in asdict(r).items() if k != "name"} for r in runs},
+        "notebooks": dict(sorted(notebooks_run.items())),
         "results": dict(sorted(results.items())),
     }
     (out_dir / "results.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

@@ -60,3 +60,20 @@ def test_notebook_requiring_an_absent_package_is_skipped(tmp_path):
     assert summary["notebooks"]["00_needs"] == {"status": "skipped", "wall_s": 0.0,
                                                 "error": "not installed: no_such_module_xyz"}
     assert "## Failures" not in (tmp_path / "build" / "summary.md").read_text()
+
+
+def test_partial_run_updates_earlier_summary_and_clears_stale_outputs(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _nb(nbdir / "00_a.ipynb", "import accelkit as ak\nak.report.record('t.a', 1.0)")
+    b = _nb(nbdir / "01_b.ipynb", "import accelkit as ak\nak.report.record('t.b', 2.0)",
+            "raise RuntimeError('stop')", "print('not reached')")
+    nb = nbformat.read(b, as_version=4)  # a stale output from an earlier run
+    nb.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text="STALE")]
+    nbformat.write(nb, b)
+    runner.run_all(nbdir, tmp_path / "build", profile="ci")
+    summary = runner.run_all(nbdir, tmp_path / "build", profile="ci", only=["01_b"])
+    assert set(summary["notebooks"]) == {"00_a", "01_b"}
+    assert set(summary["results"]) == {"t.a", "t.b"}
+    executed = nbformat.read(tmp_path / "build" / "01_b.ipynb", as_version=4)
+    assert executed.cells[2].outputs == [] and executed.cells[2].execution_count is None
