@@ -266,8 +266,8 @@ def _dtypes_for(dev: Any) -> list[str]:
 
     kind = torch.device(dev).type
     out = ["fp32", "bf16"]  # bf16 runs everywhere (emulated where there are no bf16 units)
-    cpu = _device.torch_devices()[-1]  # the CPU is always listed last
-    if kind != "cpu" or cpu.supports_fp16:
+    feats = _device.cpu_features()  # on a CPU, measure fp16 where it has any fp16 instructions
+    if kind != "cpu" or feats["avx512_fp16"] or feats["amx_fp16"]:
         out.append("fp16")
     return out
 
