@@ -377,7 +377,7 @@ def import_tf() -> Any:
     """Import TensorFlow quietly and return the module.
 
     Sets ``TF_CPP_MIN_LOG_LEVEL`` (unless already set) so C++ logs do not flood the notebook:
-    ``2`` (warnings and errors hidden, errors kept) on machines with an NVIDIA driver, ``3`` on
+    ``2`` (info and warnings hidden, errors kept) on machines with an NVIDIA driver, ``3`` on
     machines without one, where the only C++ "error" is the harmless ``failed call to cuInit``.
     The few ``I0000`` lines TensorFlow prints before its logging starts cannot be silenced.
 
