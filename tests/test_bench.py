@@ -51,3 +51,23 @@ def test_table_and_format():
 def test_iqr_of_spread_times():
     t = bench.Timing("x", (1.0, 2.0, 3.0, 4.0, 5.0))
     assert t.median_s == 3.0 and t.iqr_s == 2.0
+
+
+def test_retry_below_measures_again_and_keeps_the_earlier_speedup():
+    calls = {"n": 0}
+
+    def candidate():
+        calls["n"] += 1
+        time.sleep(0.004 if calls["n"] < 40 else 0.0005)  # slow at first, then fast
+
+    base = lambda: time.sleep(0.002)  # noqa: E731
+    c = bench.compare(base, candidate, min_run_time=0.05, rounds=1, warmup=0,
+                      retry_below=1.5, attempts=50)
+    assert c.speedup >= 1.5 and c.extra["earlier_speedups"]
+    assert all(s < 1.5 for s in c.extra["earlier_speedups"])
+    assert "measured again" in str(c)
+    once = bench.compare(base, lambda: time.sleep(0.004), min_run_time=0.05, rounds=1,
+                         warmup=0, retry_below=1.5, attempts=1)
+    assert "earlier_speedups" not in once.extra
+    with pytest.raises(ValueError):
+        bench.compare(base, base, attempts=0)
