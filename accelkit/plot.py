@@ -157,6 +157,20 @@ def roofline(roof: Roofline, points: Sequence[Placement] = (), *, title: str = "
     return stamp(ax, roof.device, roof.profile)
 
 
+def _finish(ax: Axes, xlabel: str, ylabel: str, title: str, logy: bool, *, legend: bool,
+            device: str, profile: str | None) -> Axes:
+    """Label, grid, legend and stamp a line plot (shared by the curve helpers)."""
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if legend:
+        ax.legend(fontsize=8)
+    return stamp(ax, device, profile)
+
+
 def throughput_curve(xs: Sequence[float], ys: Sequence[float] | Mapping[str, Sequence[float]],
                      *, xlabel: str, ylabel: str, title: str = "", device: str = "cpu",
                      profile: str | None = None, logx: bool = False, logy: bool = False,
@@ -190,15 +204,8 @@ def throughput_curve(xs: Sequence[float], ys: Sequence[float] | Mapping[str, Seq
         ax.plot(list(xs), list(values), "o-", label=name or None)
     if logx:
         ax.set_xscale("log")
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    if any(series):
-        ax.legend(fontsize=8)
-    return stamp(ax, device, profile)
+    return _finish(ax, xlabel, ylabel, title, logy, legend=any(series), device=device,
+                   profile=profile)
 
 
 def loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "",
@@ -229,14 +236,7 @@ def loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "",
         if len(values) == 0:
             raise ValueError(f"curve {name!r} is empty")
         ax.plot(range(1, len(values) + 1), [float(v) for v in values], "o-", label=name)
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    return stamp(ax, device, profile)
+    return _finish(ax, xlabel, ylabel, title, logy, legend=True, device=device, profile=profile)
 
 
 __all__ = ["loss_curves", "roofline", "stamp", "throughput_curve", "timing_bars"]
