@@ -4,7 +4,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab run test lint unit nbval refresh colab doctor clean
+.PHONY: setup lab run verify test lint unit nbval refresh colab doctor clean
+
+# Jupyter refuses to start as root ("Running as root is not recommended") unless told; in
+# containers, CI images and cloud VMs root is the only user, so pass --allow-root there.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 setup: $(STAMP)
 
@@ -14,10 +18,14 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 lab: $(STAMP)  ## start JupyterLab on notebooks/ (kernel = this venv; nothing registered globally)
-	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	@$(if $(ROOT_FLAG),echo "running as root (a container or VM): starting JupyterLab with --allow-root",:)
+	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 
 run: $(STAMP)  ## execute every notebook headless into build/ and write the summary
 	$(PY) -m accelkit run --out build
+
+verify: $(STAMP)  ## nbval over every notebook -> verified/<hardware class>.json + README table
+	$(PY) -m accelkit verify
 
 test: lint unit nbval  ## what CI runs
 

@@ -25,6 +25,7 @@ _MODULES = (
     "dist",
     "env",
     "fusion",
+    "hardware",
     "launch",
     "memory",
     "models",

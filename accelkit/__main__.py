@@ -1,8 +1,9 @@
-"""Command line: ``python -m accelkit {run,doctor,roofline}``."""
+"""Command line: ``python -m accelkit {run,doctor,roofline,verify}``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -15,13 +16,22 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", default="build")
     run.add_argument("--profile", default=None, help="ci, full or auto (default: $ACCELKIT_PROFILE or auto)")
     run.add_argument("--only", nargs="*", help="run only notebooks whose name contains these")
-    sub.add_parser("doctor", help="print the hardware card and which notebooks this machine can run fully")
+    doc = sub.add_parser("doctor", help="print the hardware card and which notebooks this machine "
+                         "can run fully, or (--hardware NAME) the decisions for a hardware class")
+    doc.add_argument("--hardware", default=None, metavar="NAME",
+                     help="a hardware class (t4, a100, h200, cpu-avx2, tpu-v5e ...) or 'list'; "
+                     "nothing is probed")
     sub.add_parser("roofline", help="measure and print this machine's roofline")
+    ver = sub.add_parser("verify", help="nbval over every notebook; write verified/<class>.json "
+                         "and README's 'Verified on' table")
+    ver.add_argument("--notebooks", default="notebooks")
+    ver.add_argument("--out", default="verified")
+    ver.add_argument("--profile", default=None, help="ci, full or auto (default: auto)")
+    ver.add_argument("--only", nargs="*", help="verify only notebooks whose name contains these")
+    ver.add_argument("--readme", default="README.md", help="README to update ('' to leave it)")
     args = parser.parse_args(argv)
 
     if args.cmd == "run":
-        import os
-
         from accelkit import runner
 
         summary = runner.run_all(args.notebooks, args.out,
@@ -32,8 +42,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "doctor":
         from accelkit import env
 
-        print(env.doctor())
+        try:
+            print(env.doctor(args.hardware))
+        except KeyError as exc:
+            print(f"accelkit doctor: {exc.args[0]}", file=sys.stderr)
+            return 2
         return 0
+    if args.cmd == "verify":
+        from accelkit import verify
+
+        rec = verify.verify(args.notebooks, args.out, only=args.only, readme=args.readme or None,
+                            profile=args.profile or os.environ.get("ACCELKIT_PROFILE", "auto"))
+        print(f"wrote {args.out}/{rec['class']}{'-emulated' if rec['emulated'] else ''}.json")
+        return 0 if all(n["status"] in ("ok", "skipped") for n in rec["notebooks"].values()) else 1
     if args.cmd == "roofline":
         from accelkit import roofline
 

@@ -11,6 +11,7 @@ clock stops only when the result exists (``sync=`` / ``measure_tf``).
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -79,31 +80,144 @@ class Timing:
         return ", ".join(parts)
 
 
+# ----------------------------------------------------------------------------- statistics
+#: The claims a comparison can be checked against, and what each verdict means.
+HOLDS, REFUTED, UNDECIDED = "holds", "does not hold here", "too noisy to decide"
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Return a distribution-free confidence interval for the median of ``values``.
+
+    Order statistics: with ``n`` sorted values, ``[v_(k), v_(n-k+1)]`` covers the true median
+    with probability ``1 - 2 P(Binomial(n, 1/2) < k)``; ``k`` is the largest index keeping that
+    at least ``confidence`` (Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2).
+    It assumes only that the values are independent draws, not that they are normal, which
+    matters on a machine whose speed has modes.
+
+    Args:
+        values: at least one number (per-pair speed ratios, say).
+        confidence: the coverage wanted, in (0, 1).
+
+    Returns:
+        ``(low, high)``.  With too few values for ``confidence`` (fewer than 6 at 95 %) it is
+        ``(min, max)``, which then covers the median with less than ``confidence``.
+
+    Raises:
+        ValueError: for no values or a confidence outside (0, 1).
+    """
+    if not values:
+        raise ValueError("median_interval needs at least one value")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    v, n = sorted(values), len(values)
+    tail, k = 0.0, 0
+    for j in range(n // 2):  # P(X <= j) for X ~ Binomial(n, 1/2)
+        tail += math.comb(n, j) / 2**n
+        if 2 * tail > 1 - confidence:
+            break
+        k = j + 1
+    k = max(k, 1)
+    return v[k - 1], v[n - k]
+
+
+def relative_iqr(values: Sequence[float]) -> float:
+    """Return the interquartile range of ``values`` divided by their median (0 for < 2 values)."""
+    if len(values) < 2:
+        return 0.0
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return (q[2] - q[0]) / statistics.median(values)
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """Two timings taken interleaved in the same run.
+    """Two callables timed in interleaved pairs (A B, B A, A B ...) in the same run.
+
+    The speedup is a distribution, one ratio per pair (``baseline time / candidate time`` of
+    two back-to-back samples), because on a shared or throttling machine the speed of *both*
+    drifts together: a ratio of neighbours cancels the drift that separate medians keep.
 
     Attributes:
-        baseline: the reference timing.
-        candidate: the timing of the changed version.
+        baseline: the reference timing (one sample per pair).
+        candidate: the changed version's timing (one sample per pair).
+        ratios: one speed ratio per pair, > 1 where the candidate was faster.
+        confidence: the coverage of :attr:`interval`.
+        extra: free-form notes (``"budget_s"`` spent, ``"claim"`` checked while measuring).
     """
 
     baseline: Timing
     candidate: Timing
+    ratios: tuple[float, ...] = ()
+    confidence: float = 0.95
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.ratios:  # built from two timings: pair their samples in order
+            object.__setattr__(self, "ratios", tuple(
+                b / c for b, c in zip(self.baseline.times_s, self.candidate.times_s)))
 
     @property
     def speedup(self) -> float:
-        """``baseline.median_s / candidate.median_s``: > 1 means the candidate is faster."""
-        return self.baseline.median_s / self.candidate.median_s
+        """The median per-pair ratio: > 1 means the candidate is faster."""
+        return statistics.median(self.ratios)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The :func:`median_interval` of the ratios at :attr:`confidence`."""
+        return median_interval(self.ratios, self.confidence)
+
+    @property
+    def noise(self) -> float:
+        """The spread of the per-pair ratios: their IQR / median (0.1 = ±5 % around it)."""
+        return relative_iqr(self.ratios)
+
+    def verdict(self, at_least: float | None = None, at_most: float | None = None) -> str:
+        """Decide a claim about the speedup from its interval.
+
+        Args:
+            at_least: the claim "the candidate is at least this many times faster"
+                (1.0 = "no slower"; 0.5 = "at most 2x slower").
+            at_most: the claim "at most this many times faster" (an upper bound).
+
+        Returns:
+            :data:`HOLDS` when the whole interval satisfies the claim, :data:`REFUTED` when the
+            whole interval violates it, else :data:`UNDECIDED`.
+
+        Raises:
+            ValueError: when neither bound is given.
+        """
+        if at_least is None and at_most is None:
+            raise ValueError("verdict() needs at_least= or at_most=")
+        low, high = self.interval
+        lo, hi = (at_least or -math.inf), (at_most if at_most is not None else math.inf)
+        if lo <= low and high <= hi:
+            return HOLDS
+        if high < lo or low > hi:
+            return REFUTED
+        return UNDECIDED
+
+    def finding(self) -> str:
+        """Say what this run found, from the interval: faster, slower, or no clear difference.
+
+        Returns:
+            A sentence such as ``"bf16 is faster than fp32: 1.8x (95 % interval 1.6x-2.0x)"``.
+        """
+        low, high = self.interval
+        b, c = self.baseline.label, self.candidate.label
+        band = f"({self.confidence:.0%} interval {low:.2f}x-{high:.2f}x, noise ±{self.noise / 2:.0%})"
+        if low > 1:
+            return f"{c} is faster than {b}: {self.speedup:.2f}x {band}"
+        if high < 1:
+            return f"{c} is slower than {b}: {1 / self.speedup:.2f}x the time {band}"
+        return f"no clear difference between {c} and {b} here: {self.speedup:.2f}x {band}"
+
+    def summary(self) -> str:
+        """One line: the median speedup, its interval, the pairs and the noise."""
+        low, high = self.interval
+        return (f"speedup {self.speedup:.2f}x ({self.confidence:.0%} interval {low:.2f}x-"
+                f"{high:.2f}x, {len(self.ratios)} pairs, noise ±{self.noise / 2:.0%})")
 
     def __str__(self) -> str:
-        text = f"{self.baseline}\n{self.candidate}\nspeedup: {self.speedup:.2f}x"
-        earlier = self.extra.get("earlier_speedups")
-        if earlier:
-            text += (" (measured again: an earlier attempt gave "
-                     + ", ".join(f"{s:.2f}x" for s in earlier) + ")")
-        return text
+        return f"{self.baseline}\n{self.candidate}\n{self.summary()}"
 
 
 def format_time(seconds: float) -> str:
@@ -231,6 +345,34 @@ def time_once(fn: Callable[[], Any], *, device: Any = None) -> float:
     return time.perf_counter() - start
 
 
+def _calibrate(fn: Callable[[], Any], sample_s: float, threads: int) -> int:
+    """Return how many calls of ``fn`` make one sample of about ``sample_s`` seconds."""
+    from torch.utils.benchmark import Timer
+
+    one = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).timeit(1).mean
+    return max(1, min(10**6, round(sample_s / max(one, 1e-9))))
+
+
+def _sample(fn: Callable[[], Any], number: int, threads: int) -> float:
+    """Return the mean seconds per call of ``number`` back-to-back calls (one sample)."""
+    from torch.utils.benchmark import Timer
+
+    return Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).timeit(number).mean
+
+
+def _pairs(fns: Sequence[Callable[[], Any]], numbers: Sequence[int], count: int, start: int,
+           threads: int) -> list[tuple[float, float]]:
+    """Time ``count`` pairs, alternating A B / B A from pair number ``start`` on."""
+    out = []
+    for p in range(start, start + count):
+        order = (0, 1) if p % 2 == 0 else (1, 0)
+        got = [0.0, 0.0]
+        for i in order:
+            got[i] = _sample(fns[i], numbers[i], threads)
+        out.append((got[0], got[1]))
+    return out
+
+
 def compare(
     baseline: Callable[[], Any],
     candidate: Callable[[], Any],
@@ -242,15 +384,24 @@ def compare(
     device: Any = None,
     threads: int | None = None,
     min_run_time: float = 0.4,
-    rounds: int = 4,
+    pairs: int = 12,
     warmup: int = 2,
-    retry_below: float | None = None,
-    attempts: int = 2,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    budget_s: float | None = None,
+    confidence: float = 0.95,
 ) -> Comparison:
-    """Time two callables interleaved (A B B A A B ...) and return both and the speedup.
+    """Time two callables in interleaved pairs and return both and the per-pair speedups.
 
-    Interleaving spreads slow drifts (another process, CPU frequency) over both, so the ratio
-    is fair on a shared machine.
+    Each pair times a sample of A and a sample of B back to back (in alternating order,
+    A B then B A), each sample a few calls lasting about ``min_run_time / pairs`` seconds,
+    on ``torch.utils.benchmark.Timer`` (which synchronises CUDA).  The speedup is the median
+    of the per-pair ratios with a distribution-free interval (:func:`median_interval`).
+
+    With a claim (``at_least`` and/or ``at_most``) the measurement is *sequential*: while the
+    interval straddles the claim's bound, more pairs are timed, until the claim is decided
+    or ``budget_s`` is spent.  :func:`accelkit.checks.assert_speedup` then fails with "does
+    not hold here" or "too noisy to decide", never on a single unlucky attempt.
 
     Args:
         baseline: the reference callable.
@@ -258,77 +409,96 @@ def compare(
         labels: names for the two.
         flops: FLOP per call (same work for both).
         bytes_moved: bytes per call, one number for both or a pair ``(baseline, candidate)``.
-        samples: samples per call.
+        samples: samples (data items) per call, for samples/s.
         device, threads, warmup: as in :func:`measure`.
-        min_run_time: seconds spent timing *each* callable, in total over the rounds.
-        rounds: how many alternations, >= 1.
-        retry_below: if the speedup comes out below this (a floor), measure again, up to
-            ``attempts`` times in all, and keep the last attempt.  For shared machines, where
-            another process can take a core for a whole measurement; the earlier speedups are
-            kept in ``extra["earlier_speedups"]`` and printed, never hidden.
-        attempts: the most measurements with ``retry_below``, >= 1.
+        min_run_time: seconds spent timing *each* callable in the first ``pairs`` pairs.
+        pairs: pairs in the first batch (and in each further batch), >= 6 for a 95 %
+            interval narrower than (min, max).
+        at_least, at_most: the claim to decide while measuring (see :meth:`Comparison.verdict`).
+        budget_s: the most wall seconds for further batches; default ``4 * 2 * min_run_time``.
+        confidence: the coverage of the interval.
 
     Returns:
         A :class:`Comparison`; ``.speedup`` > 1 means ``candidate`` is faster.
 
     Raises:
-        ValueError: for ``rounds < 1``, ``attempts < 1`` and as :func:`measure`.
+        ValueError: for ``pairs < 2`` and as :func:`measure`.
+
+    Example: ``c = compare(lambda: a @ b, lambda: a16 @ b16, at_least=1.2); print(c)``
     """
-    if attempts < 1:
-        raise ValueError(f"attempts must be >= 1, got {attempts}")
-    earlier: list[float] = []
-    while True:
-        result = _compare_once(baseline, candidate, labels=labels, flops=flops,
-                               bytes_moved=bytes_moved, samples=samples, device=device,
-                               threads=threads, min_run_time=min_run_time, rounds=rounds,
-                               warmup=warmup)
-        if retry_below is None or result.speedup >= retry_below or len(earlier) + 1 >= attempts:
-            break
-        earlier.append(result.speedup)
-    if earlier:
-        result.extra["earlier_speedups"] = earlier
-    return result
+    import time
 
-
-def _compare_once(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
-                  labels: Sequence[str], flops: float | None,
-                  bytes_moved: float | Sequence[float | None] | None, samples: int | None,
-                  device: Any, threads: int | None, min_run_time: float, rounds: int,
-                  warmup: int) -> Comparison:
-    """One interleaved measurement of :func:`compare`."""
     _check(min_run_time, warmup)
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    if pairs < 2:
+        raise ValueError(f"pairs must be >= 2, got {pairs}")
     n_threads = _threads(threads)
     fns = [_wrap_sync(baseline, device), _wrap_sync(candidate, device)]
     for f in fns:
         for _ in range(warmup):
             f()
-    times: list[list[float]] = [[], []]
-    for r in range(rounds):
-        order = (0, 1) if r % 2 == 0 else (1, 0)
-        for i in order:
-            times[i].extend(_blocks(fns[i], min_run_time / rounds, n_threads))
+    numbers = [_calibrate(f, min_run_time / pairs, n_threads) for f in fns]
+    got = _pairs(fns, numbers, pairs, 0, n_threads)
+    claim = at_least is not None or at_most is not None
+    budget = 8 * min_run_time if budget_s is None else budget_s
+    start = time.perf_counter()
+    result = _comparison(got, labels, flops, bytes_moved, samples, n_threads, device, confidence)
+    while claim and result.verdict(at_least, at_most) == UNDECIDED \
+            and time.perf_counter() - start < budget:
+        got += _pairs(fns, numbers, pairs, len(got), n_threads)
+        result = _comparison(got, labels, flops, bytes_moved, samples, n_threads, device,
+                             confidence)
+    result.extra["extra_s"] = time.perf_counter() - start
+    if claim:
+        result.extra["claim"] = {"at_least": at_least, "at_most": at_most}
+    return result
+
+
+def _comparison(got: list[tuple[float, float]], labels: Sequence[str], flops: float | None,
+                bytes_moved: float | Sequence[float | None] | None, samples: int | None,
+                threads: int, device: Any, confidence: float) -> Comparison:
+    """Build a :class:`Comparison` from ``(baseline_s, candidate_s)`` pairs."""
     bm = bytes_moved if isinstance(bytes_moved, Sequence) else (bytes_moved, bytes_moved)
-    made = [
-        Timing(labels[i], tuple(times[i]), flops, bm[i], samples, n_threads, _device_str(device))
-        for i in range(2)
-    ]
-    return Comparison(made[0], made[1])
+    made = [Timing(labels[i], tuple(p[i] for p in got), flops, bm[i], samples, threads,
+                   _device_str(device)) for i in range(2)]
+    return Comparison(made[0], made[1], tuple(a / b for a, b in got), confidence)
+
+
+def tf_force(out: Any) -> list[Any]:
+    """Wait for TensorFlow results by fetching one element of each tensor to the host.
+
+    TensorFlow's GPU/TPU ops run asynchronously, like CUDA's.  A value can reach the host
+    only after the op that makes it has finished, so fetching *one element* of each output
+    is a synchronisation point that copies a few bytes whatever the tensor's size — unlike
+    ``.numpy()`` of the whole output, which would time a device-to-host copy too (1 GiB in
+    the ``full`` profile).
+
+    Args:
+        out: what the timed callable returned: a tensor, a nest of tensors, or anything else
+            (non-tensors are left alone).
+
+    Returns:
+        The NumPy arrays fetched, one of at most one element per tensor (for tests).
+    """
+    import tensorflow as tf
+
+    fetched = []
+    for t in tf.nest.flatten(out):
+        if isinstance(t, (tf.Tensor, tf.Variable)):
+            fetched.append(tf.reshape(t, [-1])[:1].numpy())
+    return fetched
 
 
 def tf_sync(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """Wrap a TensorFlow callable so each call waits for its result on the host.
+    """Wrap a TensorFlow callable so each call returns only once its result exists.
 
-    TensorFlow's GPU/TPU ops are asynchronous like CUDA's; copying the result to NumPy
-    (``.numpy()``) is the synchronisation point.
+    See :func:`tf_force`: one element of each output is fetched, so the bytes copied to the
+    host do not grow with the output.
     """
 
     def synced() -> Any:
         out = fn()
-        import tensorflow as tf
-
-        return tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, out)
+        tf_force(out)
+        return out
 
     return synced
 

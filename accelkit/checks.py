@@ -99,29 +99,58 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None,
     return worst
 
 
-def assert_speedup(speedup: float, *, at_least: float, what: str, hardware: str = "") -> float:
-    """Assert that a measured speedup (a ratio from one run) reaches ``at_least``.
+def assert_speedup(comparison: Any, *, at_least: float | None, what: str, hardware: str = "",
+                   why: str = "", at_most: float | None = None) -> float:
+    """Assert that a measured speedup reaches ``at_least``, deciding from its interval.
+
+    The claim holds when the whole confidence interval of the per-pair speedups
+    (:class:`accelkit.bench.Comparison`) lies at or above ``at_least``.  It fails with
+    "does not hold here" when the whole interval lies below, and with "too noisy to decide"
+    when the interval straddles the floor (measure with ``compare(..., at_least=floor)`` so
+    that more pairs are timed before giving up).  A single number is not accepted: one
+    median says nothing about the noise around it.
 
     Args:
-        speedup: baseline time / candidate time.
-        at_least: the floor for this hardware class (1.0 = "not slower"; < 1 allows a
-            slowdown, e.g. 0.5 = "at most 2x slower").
+        comparison: from :func:`accelkit.bench.compare`.
+        at_least: the floor for this hardware class, from
+            :meth:`accelkit.hardware.HardwareClass.floor` (1.0 = "not slower"; 0.5 = "at most
+            2x slower").  ``None`` means this class makes no claim: nothing is asserted.
         what: what was sped up, for the message.
         hardware: the hardware class that chose the floor, for the message.
+        why: why the floor holds on this class, for the message.
+        at_most: also claim "at most this many times faster" (a ceiling, e.g. "compiling a
+            GEMM-bound block gains little").
 
     Returns:
-        ``speedup``.
+        The median speedup.
 
     Raises:
-        AssertionError: when ``speedup < at_least``.
+        AssertionError: when the claim is refuted or cannot be decided, with the interval,
+            the number of pairs and the noise.
+        TypeError: when ``comparison`` is not a Comparison.
     """
-    if not speedup >= at_least:
+    from accelkit import bench
+
+    if not isinstance(comparison, bench.Comparison):
+        raise TypeError(f"{what}: assert_speedup takes an ak.bench.Comparison (from "
+                        f"ak.bench.compare), not {type(comparison).__name__}: a lone number "
+                        "carries no noise to decide from")
+    if at_least is None and at_most is None:
+        return comparison.speedup
+    verdict = comparison.verdict(at_least=at_least, at_most=at_most)
+    if verdict != bench.HOLDS:
         on = f" on {hardware}" if hardware else ""
+        claim = " and ".join(f"{word} {bound:.2f}x" for word, bound in
+                             (("at least", at_least), ("at most", at_most)) if bound is not None)
+        because = f" (the floor: {why})" if why else ""
+        advice = ("the interval lies outside the claim: the lesson's claim is false on this "
+                  "machine, and the notebook must say why" if verdict == bench.REFUTED else
+                  "the interval straddles the bound: re-run on an idle machine, or measure "
+                  "longer")
         raise AssertionError(
-            f"{what}: measured speedup {speedup:.2f}x is below the floor {at_least:.2f}x "
-            f"expected{on}. Re-run on an idle machine; if it persists, the lesson's claim "
-            "does not hold here and the notebook must say why.")
-    return speedup
+            f"{what}: the claim '{claim}'{on} {verdict}: "
+            f"{comparison.summary()}{because}. {advice[0].upper()}{advice[1:]}.")
+    return comparison.speedup
 
 
 def assert_between(value: float, low: float, high: float, *, what: str) -> float:

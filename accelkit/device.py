@@ -4,8 +4,11 @@ It tells what PyTorch and TensorFlow each see (CUDA/ROCm GPUs, Apple MPS, TPU, C
 chooses the best device per framework with the reason, synchronises devices, and sets
 TensorFlow's GPU memory growth.  It never prints or plots.
 
-Probes avoid side effects: checking for CUDA uses ``torch.cuda.is_available()`` (NVML,
-no context), and TensorFlow is imported only by the ``tf_*`` functions.
+Probes avoid side effects: NVIDIA GPU facts (name, memory, compute capability) come from
+NVML (``nvidia-ml-py``), never from a CUDA context, so a later fork-based launch still works;
+``torch.cuda`` is asked only where NVML is absent (ROCm).  TensorFlow is imported only by the
+``tf_*`` functions.  What a device *can do* (fast bf16/fp16 units) is not decided here: it is
+read from the hardware-class table, :mod:`accelkit.hardware`.
 """
 
 from __future__ import annotations
@@ -125,13 +128,20 @@ def cpu_name() -> str:
 
 
 def cpu_has_fast_bf16() -> bool:
-    """True when the CPU has bf16 matrix/dot units (AVX512-BF16 or AMX-BF16).
+    """True when this CPU's hardware class has bf16 matrix/dot units (AVX512-BF16 or AMX).
 
-    On such CPUs oneDNN runs bf16 matmuls faster than fp32; without them bf16 is emulated
-    by converting to fp32 and is usually *slower*.
+    On such CPUs oneDNN runs bf16 matmuls faster than fp32; without them bf16 is converted
+    and computed by a slow fallback.  Read from :mod:`accelkit.hardware` (so
+    ``$ACCELKIT_HARDWARE`` applies).
     """
-    feats = cpu_features()
-    return feats["avx512_bf16"] or feats["amx_bf16"]
+    from accelkit import hardware
+
+    return hardware.for_device("cpu").bf16_units
+
+
+def machine() -> str:
+    """Return the machine architecture (``"x86_64"``, ``"arm64"``, ``"aarch64"``)."""
+    return platform.machine()
 
 
 def cpu_count() -> int:
@@ -172,44 +182,107 @@ def has_tpu() -> bool:
         return False
 
 
+def nvml_gpus() -> list[tuple[str, int, tuple[int, int]]] | None:
+    """Return ``(name, memory_bytes, compute_capability)`` per NVIDIA GPU, from NVML.
+
+    NVML is the driver's management library: asking it creates no CUDA context, so the
+    process can still fork workers afterwards.  ``$CUDA_VISIBLE_DEVICES`` is applied when it
+    lists indices (or is empty).
+
+    Returns:
+        One tuple per visible GPU, or ``None`` when NVML is not usable here (no
+        ``nvidia-ml-py`` or no NVIDIA driver).
+    """
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            name = name.decode() if isinstance(name, bytes) else name
+            cc = tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h))
+            gpus.append((name, int(pynvml.nvmlDeviceGetMemoryInfo(h).total), (cc[0], cc[1])))
+    finally:
+        pynvml.nvmlShutdown()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        picks = [v.strip() for v in visible.split(",") if v.strip()]
+        if all(p.lstrip("-").isdigit() for p in picks):
+            keep = []
+            for p in picks:  # CUDA stops at the first invalid index
+                if not 0 <= int(p) < len(gpus):
+                    break
+                keep.append(gpus[int(p)])
+            gpus = keep
+    return gpus
+
+
+def _gpu_infos() -> list[DeviceInfo]:
+    """The CUDA/ROCm GPUs PyTorch can use, without initialising CUDA where NVML answers."""
+    import torch
+
+    from accelkit import hardware
+
+    hip = getattr(torch.version, "hip", None)
+    if not (getattr(torch.version, "cuda", None) or hip):
+        return []  # a CPU-only build of PyTorch
+    kind = "rocm" if hip else "cuda"
+    facts = None if hip else nvml_gpus()
+    if facts is None:  # ROCm, or no NVML: ask torch (this initialises the driver)
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        facts = [(f"{kind.upper()} GPU {i}", None, None) for i in range(n)]
+    out = []
+    for i, (name, mem, cc) in enumerate(facts):
+        cls = hardware.classify_gpu(name, cc, kind)
+        out.append(DeviceInfo("torch", kind, f"cuda:{i}", name, mem,
+                              cc if kind == "cuda" else None,
+                              supports_fp16=cls.fp16_units, supports_bf16=cls.bf16_units))
+    return out
+
+
 def torch_devices() -> list[DeviceInfo]:
     """List the devices PyTorch can use, accelerators first and the CPU last.
+
+    GPU facts come from NVML (no CUDA context); what each device can do from the
+    hardware-class table (:mod:`accelkit.hardware`).
 
     Returns:
         One :class:`DeviceInfo` per CUDA/ROCm GPU, then MPS, then ``cpu``.
     """
     import torch
 
-    out: list[DeviceInfo] = []
-    if torch.cuda.is_available():
-        kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
-        for i in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(i)
-            cc = (props.major, props.minor)
-            out.append(
-                DeviceInfo(
-                    "torch",
-                    kind,
-                    f"cuda:{i}",
-                    props.name,
-                    int(props.total_memory),
-                    cc if kind == "cuda" else None,
-                    supports_fp16=kind == "rocm" or cc >= (7, 0),
-                    supports_bf16=kind == "rocm" or cc >= (8, 0),
-                )
-            )
+    from accelkit import hardware
+
+    out = _gpu_infos()
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
+        cls = hardware.get("apple-mps")
         out.append(DeviceInfo("torch", "mps", "mps", "Apple GPU (MPS)", _memory_bytes(),
-                              supports_fp16=True, supports_bf16=True))
-    out.append(
-        DeviceInfo("torch", "cpu", "cpu", cpu_name(), _memory_bytes(),
-                   # AVX512-FP16 alone does not make PyTorch's fp16 matmul faster than fp32
-                   # (0.95x measured in notebook 02 on a Sapphire Rapids CPU); AMX-FP16 does.
-                   supports_fp16=cpu_features()["amx_fp16"],
-                   supports_bf16=cpu_has_fast_bf16())
-    )
+                              supports_fp16=cls.fp16_units, supports_bf16=cls.bf16_units))
+    cpu = hardware.for_device("cpu")
+    out.append(DeviceInfo("torch", "cpu", "cpu", cpu_name(), _memory_bytes(),
+                          supports_fp16=cpu.fp16_units, supports_bf16=cpu.bf16_units))
     return out
+
+
+def device_type(device: Any = None) -> str:
+    """Return the type of a device (``"cpu"``, ``"cuda"``, ``"mps"``, ``"xla"``).
+
+    Args:
+        device: a ``torch.device`` or string; default: the best device here.
+    """
+    import torch
+
+    if device is None:
+        return best_torch_device().device.type
+    return torch.device(device).type
 
 
 def accelerator_name() -> str | None:
@@ -280,7 +353,7 @@ def get_torch_device(spec: str | Any) -> Any:
         return dev
     available = [d.name for d in torch_devices()]
     if dev.type == "cuda":
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        n = len(_gpu_infos())
         if n and (dev.index is None or dev.index < n):
             return dev
     elif dev.type == "mps" and "mps" in available:
@@ -318,15 +391,6 @@ def synchronize(device: Any = None) -> None:
 
 
 # ----------------------------------------------------------------------------- TF
-def _tf_initialized(tf: Any) -> bool:
-    ctx = tf.__internal__.context.context() if hasattr(tf, "__internal__") else None
-    if ctx is None:  # pragma: no cover - very old TF
-        from tensorflow.python.eager import context
-
-        ctx = context.context()
-    return bool(getattr(ctx, "_context_handle", None))
-
-
 def tf_devices() -> list[DeviceInfo]:
     """List the devices TensorFlow sees, accelerators first and the CPU last.
 
@@ -339,18 +403,19 @@ def tf_devices() -> list[DeviceInfo]:
     Raises:
         ImportError: when TensorFlow is not installed (with how to install it).
     """
+    from accelkit import hardware
+
     tf = import_tf()
     out: list[DeviceInfo] = []
     for kind in ("TPU", "GPU"):
         for i, d in enumerate(tf.config.list_physical_devices(kind)):
             details = tf.config.experimental.get_device_details(d) if kind == "GPU" else {}
             cc = details.get("compute_capability")
-            out.append(DeviceInfo(
-                "tf", kind.lower() if kind == "TPU" else "cuda", f"/{kind}:{i}",
-                details.get("device_name", d.name), None, cc,
-                supports_fp16=kind == "GPU" and (cc or (0, 0)) >= (7, 0),
-                supports_bf16=kind == "TPU" or (cc or (0, 0)) >= (8, 0),
-            ))
+            name = details.get("device_name", d.name)
+            cls = hardware.get("tpu-v5e") if kind == "TPU" else hardware.classify_gpu(name, cc)
+            out.append(DeviceInfo("tf", kind.lower() if kind == "TPU" else "cuda",
+                                  f"/{kind}:{i}", name, None, cc,
+                                  supports_fp16=cls.fp16_units, supports_bf16=cls.bf16_units))
     for i, _ in enumerate(tf.config.list_physical_devices("CPU")):
         out.append(DeviceInfo("tf", "cpu", f"/CPU:{i}", cpu_name(), _memory_bytes(),
                               supports_bf16=cpu_has_fast_bf16()))
@@ -471,6 +536,7 @@ def summary() -> dict[str, Any]:
     info: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        "machine": machine(),
         "cpu": cpu_name(),
         "cpu_count": cpu_count(),
         "cpu_features": {k: v for k, v in cpu_features().items() if v},
@@ -500,10 +566,13 @@ __all__ = [
     "cpu_features",
     "cpu_has_fast_bf16",
     "cpu_name",
+    "device_type",
     "get_torch_device",
     "has_tf",
     "has_tpu",
     "import_tf",
+    "machine",
+    "nvml_gpus",
     "summary",
     "synchronize",
     "tf_devices",

@@ -1,6 +1,10 @@
 """The hardware card: a copy-pasteable report of this machine and the library versions.
 
-Nothing here initialises CUDA or imports TensorFlow unless asked (``tf=True``).
+Also the ``doctor`` report: which notebooks this machine runs in full, and every decision
+the course takes on a hardware class (:func:`class_card`, for ``doctor --hardware NAME``).
+The class table itself lives in :mod:`accelkit.hardware`; the probes in
+:mod:`accelkit.device`.  Nothing here initialises CUDA or imports TensorFlow unless asked
+(``tf=True``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from accelkit import device
+from accelkit import device, hardware
 
 _LIBS = ("accelkit", "torch", "tensorflow", "keras", "numpy", "torch_xla")
 
@@ -123,9 +127,11 @@ def requirements(info: dict[str, Any] | None = None) -> list[Requirement]:
     info = info or hardware_summary()
     libs = info.get("libraries", {})
     gpus = _gpus(info)
-    gpu_cc = [tuple(g["compute_capability"] or (0, 0)) for g in gpus]
-    feats = info.get("cpu_features", {})
-    cpu_bf16 = bool(feats.get("avx512_bf16") or feats.get("amx_bf16"))
+    cpu_cls = hardware.classify_cpu(info.get("cpu_features", {}), info.get("machine", "x86_64"))
+    cpu_bf16 = cpu_cls.bf16_units
+    gpu_cls = [hardware.classify_gpu(g["description"], tuple(g["compute_capability"] or (0, 0))
+                                     if g.get("compute_capability") else None, g["kind"])
+               for g in gpus]
     gloo, nccl = _dist_backends()
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
     has_triton = importlib.util.find_spec("triton") is not None
@@ -143,12 +149,11 @@ def requirements(info: dict[str, Any] | None = None) -> list[Requirement]:
                     f"NCCL {'built' if nccl else 'absent'}, {n_gpu} GPU(s); "
                     + ("runs on GPUs" if nccl and n_gpu >= 2 else "falls back to gloo on CPU")),
         Requirement("02 mixed precision", "bf16 fast units (CPU AVX512-BF16/AMX or GPU sm_80+)",
-                    cpu_bf16 or any(cc >= (8, 0) for cc in gpu_cc) or any(
-                        g["kind"] == "rocm" for g in gpus),
-                    "CPU: " + ("AVX512-BF16/AMX-BF16 present" if cpu_bf16 else
-                               "no bf16 units, bf16 is emulated (slower than fp32)")),
+                    cpu_bf16 or any(c.bf16_units for c in gpu_cls),
+                    f"CPU class {cpu_cls.name}: " + ("bf16 units present" if cpu_bf16 else
+                                                     "no bf16 units, bf16 is slower than fp32")),
         Requirement("02 mixed precision", "GPU fp16 tensor cores (sm_70+)",
-                    any(cc >= (7, 0) for cc in gpu_cc) or any(g["kind"] == "rocm" for g in gpus),
+                    any(c.fp16_units and c.name != "cuda-pre-volta" for c in gpu_cls),
                     first or "no GPU: the fp16 GPU path is explained, not run"),
         Requirement("03 operator fusion", "torch.compile backend (C++ compiler on CPU, "
                     "Triton on GPU)", bool(cxx) if not gpus else has_triton,
@@ -163,16 +168,29 @@ def requirements(info: dict[str, Any] | None = None) -> list[Requirement]:
     return rows
 
 
-def doctor() -> str:
-    """Return the hardware card, library versions and which notebooks can run in full here.
+def doctor(hardware_name: str | None = None) -> str:
+    """Return the doctor report: this machine, or the decisions for a named hardware class.
 
-    Used by ``python -m accelkit doctor``.  Does not import TensorFlow or initialise CUDA.
+    Used by ``python -m accelkit doctor [--hardware NAME|list]``.  Does not import TensorFlow
+    or initialise CUDA; with ``hardware_name`` it does not probe the device at all.
+
+    Args:
+        hardware_name: ``None`` for this machine (hardware card, notebook requirements, the
+            class and its decisions); ``"list"`` for the table of classes; a class name
+            (``"t4"``) for that class's card and decisions.
 
     Returns:
-        Markdown text: the hardware card, then a table *notebook | needs | here | note*.
+        Markdown text.
 
-    Example: ``print(ak.env.doctor())``
+    Raises:
+        KeyError: for an unknown class name, listing the known ones.
+
+    Example: ``print(ak.env.doctor("t4"))``
     """
+    if hardware_name == "list":
+        return class_list()
+    if hardware_name is not None:
+        return class_card(hardware.get(hardware_name))
     info = hardware_summary()
     rows = requirements(info)
     lines = [hardware_card_markdown(info), "", "## Notebook requirements", "",
@@ -181,5 +199,50 @@ def doctor() -> str:
               for r in rows]
     from accelkit import config
 
-    lines += ["", f"Size profile: {config.profile()}"]
+    lines += ["", f"Size profile: {config.profile()}", "",
+              class_card(hardware.for_device(), heading="## This machine's hardware class")]
+    return "\n".join(lines)
+
+
+def class_list() -> str:
+    """Return a Markdown table of every hardware class (``doctor --hardware list``)."""
+    lines = ["| class | what | autocast | GradScaler | profile |", "|---|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.title} | {c.amp_dtype} | {'yes' if c.grad_scaler else 'no'} "
+              f"| {c.profile} |" for c in hardware.CLASSES.values()]
+    return "\n".join(lines)
+
+
+def class_card(cls: hardware.HardwareClass, heading: str = "") -> str:
+    """Return a class's card and every decision the course takes on it, as Markdown.
+
+    Args:
+        cls: the hardware class.
+        heading: the first line; default ``"## Hardware class: <name>"``.
+    """
+    from accelkit import precision
+
+    amp = precision.amp_choice(hw=cls)
+    units = [u for u, has in (("bf16", cls.bf16_units), ("fp16", cls.fp16_units),
+                              ("tf32", cls.tf32), ("fp8", cls.fp8)) if has]
+    peaks = ", ".join(f"{k} {v:g}" for k, v in cls.peak_tflops.items())
+    lines = [heading or f"## Hardware class: {cls.name}", "", f"- {cls.title} (kind {cls.kind})",
+             f"- native matrix units: {', '.join(units) or 'none beyond fp32'}"]
+    if cls.memory_gib:
+        lines.append(f"- memory: {cls.memory_gib:g} GB")
+    if peaks:
+        lines.append(f"- dense peaks, TFLOP/s: {peaks}; bandwidth {cls.bandwidth_gbps:g} GB/s "
+                     f"({cls.source})")
+    lines += [f"- autocast: {str(amp.dtype).removeprefix('torch.')}, "
+              f"{'with' if amp.needs_scaler else 'no'} GradScaler ({amp.reason})",
+              f"- Keras policy: {cls.keras_policy}", f"- size profile (auto): {cls.profile}"]
+    if cls.emulate_env:
+        lines.append("- emulated on an x86 CPU with: "
+                     + " ".join(f"{k}={v}" for k, v in cls.emulate_env.items()))
+    if cls.note:
+        lines.append(f"- note: {cls.note}")
+    lines += ["", "| claim | floor | why |", "|---|---|---|"]
+    for name, what in hardware.CLAIMS.items():
+        c = cls.claim(name)
+        floor = "no claim" if c.floor is None else f"≥ {c.floor:g}x"
+        lines.append(f"| {what} | {floor} | {c.why} |")
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
-    from accelkit.bench import Timing
+    from accelkit.bench import Comparison, Timing
     from accelkit.roofline import Placement, Roofline
 
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
@@ -113,6 +113,45 @@ def timing_bars(timings: Sequence[Timing], title: str = "", *, device: str | Non
     ax.set_xlabel(f"median time per call ({unit}); error bar: IQR")
     ax.set_title(title)
     return stamp(ax, device or timings[0].device, profile)
+
+
+def ratios(comparison: Comparison, title: str = "", *, floor: float | None = None,
+           profile: str | None = None, ax: Axes | None = None) -> Axes:
+    """Draw the histogram of a comparison's per-pair speedups, its median and its interval.
+
+    A machine with modes (shared cores, frequency licences, a noisy neighbour) shows two
+    humps here; the interval the verdict is decided from is the shaded band.
+
+    Args:
+        comparison: from :func:`accelkit.bench.compare`.
+        title: the plot's title (default: candidate vs baseline).
+        floor: the claim's floor, drawn as a red line when given.
+        profile: for the stamp; default: the current size profile.
+        ax: draw here instead of on a new figure.
+
+    Returns:
+        The ``Axes`` (x: speedup per pair, log scale).
+    """
+    import numpy as np
+
+    ax = _new_ax(ax)
+    rs = np.asarray(comparison.ratios)
+    bins = np.geomspace(rs.min() / 1.05, rs.max() * 1.05, min(30, max(8, len(rs) // 2)))
+    ax.hist(rs, bins=bins, color="tab:blue", alpha=0.75, label=f"{len(rs)} pairs")
+    low, high = comparison.interval
+    ax.axvspan(low, high, color="tab:green", alpha=0.2,
+               label=f"{comparison.confidence:.0%} interval of the median")
+    ax.axvline(comparison.speedup, color="tab:green", lw=2, label=f"median {comparison.speedup:.2f}x")
+    ax.axvline(1.0, color="0.3", ls=":", lw=1)
+    if floor is not None:
+        ax.axvline(floor, color="tab:red", lw=1.5, label=f"floor {floor:g}x")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"speedup per pair: {comparison.baseline.label} time / "
+                  f"{comparison.candidate.label} time")
+    ax.set_ylabel("pairs")
+    ax.set_title(title or f"{comparison.candidate.label} vs {comparison.baseline.label}")
+    ax.legend(fontsize=7)
+    return stamp(ax, comparison.baseline.device, profile)
 
 
 def roofline(roof: Roofline, points: Sequence[Placement] = (), *, title: str = "",

@@ -250,27 +250,25 @@ class AmpChoice:
                 f"{scaler} GradScaler ({self.reason})")
 
 
-def _device_type(device: Any) -> str:
-    import torch
-
-    if device is None:
-        from accelkit import device as _dev
-
-        return _dev.best_torch_device().device.type
-    return torch.device(device).type
+#: The ``torch.autocast`` device type of each hardware-class kind.
+AUTOCAST_DEVICE = {"cpu": "cpu", "cuda": "cuda", "rocm": "cuda", "mps": "mps", "tpu": "xla"}
 
 
-def amp_choice(device: Any = None, dtype: Any = None) -> AmpChoice:
+def amp_choice(device: Any = None, dtype: Any = None, *, hw: Any = None) -> AmpChoice:
     """Choose the autocast dtype for ``device`` and say whether it needs a GradScaler.
 
-    Rules: a CUDA GPU with bf16 (Ampere or newer, or ROCm) gets bf16, older GPUs fp16 with a
-    scaler; the CPU gets bf16 (the CPU autocast default), fast where it has AVX512-BF16 or
-    AMX (:func:`accelkit.device.cpu_has_fast_bf16`); MPS gets fp16; XLA/TPU bf16.  Passing
-    ``dtype`` forces it (fp16 then always needs a scaler).
+    Read from the hardware-class table (:mod:`accelkit.hardware`): a GPU with bf16 tensor
+    cores (A10/L4/A100/H100/H200, MI300) gets bf16 without a scaler; a T4 or V100 gets fp16
+    with a GradScaler (``torch.cuda.is_bf16_supported()`` is not asked: it counts emulation
+    and says True on a T4); Apple MPS fp16 with a scaler; a TPU bf16; a CPU bf16 (the CPU
+    autocast default), *native* only where its class has bf16 units.  Passing ``dtype``
+    forces it (fp16 then always needs a scaler).
 
     Args:
         device: a ``torch.device`` or string; default: the best device here.
         dtype: force ``torch.bfloat16``/``torch.float16`` (or ``"bf16"``/``"fp16"``).
+        hw: decide for this :class:`accelkit.hardware.HardwareClass` instead of probing
+            ``device`` (``doctor --hardware`` uses it; nothing is touched).
 
     Returns:
         An :class:`AmpChoice`.
@@ -282,37 +280,24 @@ def amp_choice(device: Any = None, dtype: Any = None) -> AmpChoice:
     """
     import torch
 
-    from accelkit import device as _dev
+    from accelkit import hardware
 
-    kind = _device_type(device)
-    forced = None
+    cls = hw if hw is not None else hardware.for_device(device)
+    name = cls.amp_dtype
     if dtype is not None:
-        key = format_name(dtype)
-        if key not in ("bfloat16", "float16"):
-            raise ValueError(f"autocast runs in bfloat16 or float16, not {key}")
-        forced = getattr(torch, key)
-    feats = _dev.cpu_features()
-    if kind == "cuda":
-        bf16_ok = torch.cuda.is_bf16_supported()
-        dt = forced or (torch.bfloat16 if bf16_ok else torch.float16)
-        native = True if dt == torch.float16 else bf16_ok
-        why = ("the GPU has bf16 tensor cores (same range as fp32, no scaler)" if dt ==
-               torch.bfloat16 else "fp16 tensor cores; fp16's narrow range needs loss scaling")
-    elif kind == "cpu":
-        dt = forced or torch.bfloat16
-        if dt == torch.bfloat16:
-            native = _dev.cpu_has_fast_bf16()
-            why = ("the CPU has AVX512-BF16/AMX bf16 units" if native else
-                   "no bf16 units on this CPU: bf16 is converted to fp32 to compute (slower)")
-        else:
-            native = feats["amx_fp16"]
-            why = ("the CPU has AMX-FP16 units" if native else
-                   "no AMX-FP16 on this CPU: fp16 matmuls are not faster than fp32")
-    elif kind == "mps":
-        dt, native, why = forced or torch.float16, True, "Apple GPUs compute fp16 natively"
+        name = format_name(dtype)
+        if name not in ("bfloat16", "float16"):
+            raise ValueError(f"autocast runs in bfloat16 or float16, not {name}")
+    short, native = _SHORT[name], cls.native(name)
+    scaler = name == "float16"
+    if native:
+        why = f"{cls.name} has {short} units" + (
+            "; fp16's narrow range needs loss scaling" if scaler else
+            " (bf16 has fp32's range: no scaler)")
     else:
-        dt, native, why = forced or torch.bfloat16, True, f"{kind} computes bf16 natively"
-    return AmpChoice(kind, dt, dt == torch.float16, native, why)
+        why = (f"{cls.name} has no {short} units: {short} is converted to compute, slower "
+               "than fp32")
+    return AmpChoice(AUTOCAST_DEVICE[cls.kind], getattr(torch, name), scaler, native, why)
 
 
 def autocast(device: Any = None, dtype: Any = None, *, enabled: bool = True) -> Any:
@@ -483,7 +468,9 @@ def peak_memory_bytes(fn: Callable[[], Any], device: Any) -> int | None:
     """
     import torch
 
-    if _device_type(device) != "cuda":
+    from accelkit import device as _dev
+
+    if _dev.device_type(device) != "cuda":
         return None
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
@@ -639,24 +626,11 @@ def tf_peak_memory_bytes(fn: Callable[[], Any], device: str = "GPU:0") -> int | 
 
 
 # ----------------------------------------------------------------------------- datasheets
-# Dense (no sparsity) peak TFLOP/s from NVIDIA's datasheets; fp32 = CUDA cores, the others
-# tensor cores.  Checked in order, so the more specific names come first.
-_DATASHEET = (
-    ("H100 PCIe", {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}),
-    ("H200", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
-    ("H100", {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
-    ("A100", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
-    ("L4", {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0}),
-    ("T4", {"fp32": 8.1, "fp16": 65.0}),
-    ("V100", {"fp32": 15.7, "fp16": 125.0}),
-)
-
-
 def datasheet_tflops(device_name: str, dtype: Any) -> float | None:
     """Return a GPU's dense datasheet peak in TFLOP/s for ``dtype``, or None if unknown.
 
-    Covers H200, H100 (SXM/PCIe), A100, L4, T4 and V100 (NVIDIA datasheets, without
-    structured sparsity); CPUs and other devices return None.
+    The peaks live in the hardware-class table, :func:`accelkit.hardware.datasheet_tflops`
+    (each with its datasheet named there); CPUs and unknown devices return None.
 
     Args:
         device_name: e.g. ``torch.cuda.get_device_name()`` (``"NVIDIA H200"``).
@@ -664,11 +638,9 @@ def datasheet_tflops(device_name: str, dtype: Any) -> float | None:
 
     Example: ``datasheet_tflops("NVIDIA A100-SXM4-80GB", "bf16")  # 312.0``
     """
-    key = _SHORT[format_name(dtype)]
-    for name, peaks in _DATASHEET:
-        if name.lower() in device_name.lower():
-            return peaks.get(key)
-    return None
+    from accelkit import hardware
+
+    return hardware.datasheet_tflops(device_name, _SHORT[format_name(dtype)])
 
 
 __all__ = [

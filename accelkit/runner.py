@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from accelkit import report
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def plain(text: str) -> str:
+    """Return ``text`` without ANSI colour/cursor codes (Jupyter tracebacks carry them)."""
+    return _ANSI.sub("", text)
 
 
 @dataclass(frozen=True)
@@ -113,9 +121,9 @@ def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     try:
         client.execute(env=kernel_env)
     except CellTimeoutError as exc:
-        status, error = "timeout", str(exc).strip().splitlines()[-1][:500]
+        status, error = "timeout", plain(str(exc)).strip().splitlines()[-1][:500]
     except CellExecutionError as exc:
-        status, error = "error", "\n".join(str(exc).strip().splitlines()[-3:])[:2000]
+        status, error = "error", "\n".join(plain(str(exc)).strip().splitlines()[-3:])[:2000]
     wall = time.perf_counter() - start
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, out)
@@ -212,5 +220,5 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     failed = [n for n, nb in summary["notebooks"].items() if nb["status"] not in ("ok", "skipped")]
     if failed:
         lines += ["", "## Failures", ""]
-        lines += [f"- **{n}**: {summary['notebooks'][n]['error']}" for n in failed]
+        lines += [f"- **{n}**: {plain(summary['notebooks'][n]['error'])}" for n in failed]
     return "\n".join(lines) + "\n"

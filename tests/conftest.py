@@ -8,3 +8,4 @@ def _no_results_file(monkeypatch):
     """Tests never append to a real run's results file."""
     monkeypatch.delenv("ACCELKIT_RESULTS", raising=False)
     monkeypatch.delenv("ACCELKIT_NOTEBOOK", raising=False)
+    monkeypatch.delenv("ACCELKIT_HARDWARE", raising=False)

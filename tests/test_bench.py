@@ -1,3 +1,4 @@
+import random
 import time
 
 import pytest
@@ -17,9 +18,30 @@ def test_measure_reports_units():
 def test_compare_detects_the_faster_callable():
     fast = lambda: time.sleep(0.0005)  # noqa: E731
     slow = lambda: time.sleep(0.003)  # noqa: E731
-    c = bench.compare(slow, fast, labels=("slow", "fast"), min_run_time=0.1, rounds=2, warmup=0)
+    c = bench.compare(slow, fast, labels=("slow", "fast"), min_run_time=0.1, pairs=6, warmup=0)
     assert c.speedup > 2, c  # would be ~1 if the two were swapped or timed the same fn
-    assert c.baseline.label == "slow"
+    assert c.baseline.label == "slow" and len(c.ratios) == 6
+    assert c.interval[0] > 2 and c.verdict(at_least=1.5) == bench.HOLDS
+    assert c.verdict(at_least=50) == bench.REFUTED
+
+
+def test_pairs_alternate_their_order(monkeypatch):
+    order = []
+    real = bench._sample
+
+    def spy(fn, number, threads):
+        order.append(fn.__name__)
+        return real(fn, number, threads)
+
+    def a():
+        pass
+
+    def b():
+        pass
+
+    monkeypatch.setattr(bench, "_sample", spy)
+    bench.compare(a, b, pairs=4, warmup=0, min_run_time=1e-3)
+    assert order == ["a", "b", "b", "a", "a", "b", "b", "a"], order
 
 
 def test_bad_arguments_are_value_errors():
@@ -28,7 +50,68 @@ def test_bad_arguments_are_value_errors():
     with pytest.raises(ValueError):
         bench.measure(lambda: None, threads=0)
     with pytest.raises(ValueError):
-        bench.compare(lambda: None, lambda: None, rounds=0)
+        bench.compare(lambda: None, lambda: None, pairs=1)
+    with pytest.raises(ValueError):
+        bench.median_interval([])
+    with pytest.raises(ValueError):
+        bench.median_interval([1.0], confidence=1.0)
+
+
+def test_median_interval_is_the_order_statistic_interval():
+    # n = 10: P(X <= 1) = 11/1024 = 1.07 % per tail, P(X <= 2) = 5.5 % -> k = 2 at 95 %
+    values = [float(v) for v in range(1, 11)]
+    assert bench.median_interval(values) == (2.0, 9.0)
+    assert bench.median_interval(values, confidence=0.85) == (3.0, 8.0)  # 1 - 2 * 5.5 % = 89 %
+    assert bench.median_interval([3.0, 1.0, 2.0]) == (1.0, 3.0)  # too few: (min, max)
+
+
+def test_median_interval_covers_the_median_at_its_confidence():
+    rng = random.Random(0)
+    n, trials, covered = 15, 2000, 0
+    for _ in range(trials):  # a skewed, two-mode distribution whose median is 1.0
+        draws = [rng.choice((rng.uniform(0.5, 1.0), rng.uniform(1.0, 5.0))) for _ in range(n)]
+        low, high = bench.median_interval(draws)
+        covered += low <= 1.0 <= high
+    assert 0.94 <= covered / trials <= 0.999, covered / trials
+
+
+def _fake(ratios):
+    t = bench.Timing("b", tuple(1.0 for _ in ratios))
+    c = bench.Timing("c", tuple(1.0 / r for r in ratios))
+    return bench.Comparison(t, c)
+
+
+def test_verdicts_decide_from_the_interval_not_the_median():
+    clear = _fake([2.0, 2.1, 2.2, 1.9, 2.05, 2.15, 1.95, 2.0])
+    assert clear.verdict(at_least=1.5) == bench.HOLDS
+    assert clear.verdict(at_least=3.0) == bench.REFUTED
+    assert clear.verdict(at_most=1.5) == bench.REFUTED and clear.verdict(at_most=3) == bench.HOLDS
+    two_modes = _fake([0.8, 2.5, 0.9, 2.4, 0.85, 2.6, 0.95, 2.3])  # median 1.6, spread wide
+    assert two_modes.speedup > 1.5 and two_modes.verdict(at_least=1.5) == bench.UNDECIDED
+    with pytest.raises(ValueError):
+        clear.verdict()
+    assert "8 pairs" in clear.summary() and "interval" in str(clear)
+
+
+def test_a_claim_keeps_measuring_until_decided_or_out_of_budget():
+    def noisy():  # two modes, switching every 10 ms: much faster, then much slower
+        time.sleep(0.0002 if int(time.perf_counter() * 100) % 2 else 0.004)
+
+    base = lambda: time.sleep(0.001)  # noqa: E731
+    c = bench.compare(base, noisy, pairs=6, warmup=0, min_run_time=0.02, at_least=1.0,
+                      budget_s=0.3)
+    assert len(c.ratios) > 6 and c.extra["claim"] == {"at_least": 1.0, "at_most": None}
+    decided = bench.compare(base, lambda: time.sleep(0.0002), pairs=6, warmup=0,
+                            min_run_time=0.02, at_least=1.5, budget_s=5)
+    assert decided.verdict(at_least=1.5) == bench.HOLDS and len(decided.ratios) == 6
+
+
+def test_tf_force_fetches_a_constant_number_of_bytes():
+    tf = pytest.importorskip("tensorflow")
+    small, big = tf.ones((4,)), tf.ones((1024, 1024))
+    got_small, got_big = bench.tf_force(small), bench.tf_force({"a": big, "b": 3})
+    assert sum(a.nbytes for a in got_small) == sum(a.nbytes for a in got_big) == 4
+    assert bench.tf_sync(lambda: big)() is big
 
 
 def test_threads_are_applied():
@@ -53,21 +136,7 @@ def test_iqr_of_spread_times():
     assert t.median_s == 3.0 and t.iqr_s == 2.0
 
 
-def test_retry_below_measures_again_and_keeps_the_earlier_speedup():
-    calls = {"n": 0}
-
-    def candidate():
-        calls["n"] += 1
-        time.sleep(0.004 if calls["n"] < 40 else 0.0005)  # slow at first, then fast
-
-    base = lambda: time.sleep(0.002)  # noqa: E731
-    c = bench.compare(base, candidate, min_run_time=0.05, rounds=1, warmup=0,
-                      retry_below=1.5, attempts=50)
-    assert c.speedup >= 1.5 and c.extra["earlier_speedups"]
-    assert all(s < 1.5 for s in c.extra["earlier_speedups"])
-    assert "measured again" in str(c)
-    once = bench.compare(base, lambda: time.sleep(0.004), min_run_time=0.05, rounds=1,
-                         warmup=0, retry_below=1.5, attempts=1)
-    assert "earlier_speedups" not in once.extra
-    with pytest.raises(ValueError):
-        bench.compare(base, base, attempts=0)
+def test_finding_says_faster_slower_or_no_clear_difference():
+    assert _fake([2.0] * 8).finding().startswith("c is faster than b: 2.00x")
+    assert _fake([0.5] * 8).finding().startswith("c is slower than b: 2.00x the time")
+    assert _fake([0.8, 1.2] * 4).finding().startswith("no clear difference between c and b")

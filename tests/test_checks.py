@@ -1,5 +1,11 @@
 import numpy as np
 import pytest
+
+from accelkit import bench
+
+
+def _cmp(ratios):
+    return bench.Comparison(bench.Timing("a", tuple(ratios)), bench.Timing("b", (1.0,) * len(ratios)))
 import torch
 
 from accelkit import checks
@@ -36,10 +42,16 @@ def test_shape_mismatch():
 
 
 def test_speedup_and_between():
-    assert checks.assert_speedup(2.0, at_least=1.5, what="bf16") == 2.0
-    with pytest.raises(AssertionError, match="below the floor 1.50x expected on cpu"):
-        checks.assert_speedup(1.2, at_least=1.5, what="bf16", hardware="cpu")
-    with pytest.raises(AssertionError):
-        checks.assert_speedup(float("nan"), at_least=1.0, what="nan")
+    fast = _cmp([2.0, 2.1, 1.9, 2.2, 2.0, 1.95, 2.05, 2.1])
+    assert checks.assert_speedup(fast, at_least=1.5, what="bf16") == pytest.approx(2.025)
+    with pytest.raises(AssertionError, match="'at least 3.00x' on cpu does not hold here: "
+                       "speedup 2.02x"):
+        checks.assert_speedup(fast, at_least=3.0, what="bf16", hardware="cpu", why="AMX")
+    noisy = _cmp([0.8, 2.5, 0.9, 2.4, 0.85, 2.6, 0.95, 2.3])
+    with pytest.raises(AssertionError, match="too noisy to decide.*8 pairs, noise"):
+        checks.assert_speedup(noisy, at_least=1.5, what="bf16")
+    assert checks.assert_speedup(noisy, at_least=None, what="no claim here") > 1
+    with pytest.raises(TypeError, match="ak.bench.Comparison"):
+        checks.assert_speedup(2.0, at_least=1.0, what="a lone number")
     with pytest.raises(AssertionError, match="outside"):
         checks.assert_between(2.0, 0.0, 1.0, what="fraction")

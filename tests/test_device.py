@@ -90,3 +90,67 @@ def test_summary_is_json_friendly():
     import json
 
     json.dumps(device.summary())
+
+
+def _fake_gpu_machine(monkeypatch, gpus):
+    """A machine where torch was built with CUDA and NVML reports ``gpus``; CUDA init raises."""
+
+    def no_init(*a, **k):
+        raise AssertionError("a probe initialised CUDA (torch.cuda._lazy_init was called)")
+
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    monkeypatch.setattr(torch.cuda, "_lazy_init", no_init)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(gpus))
+    monkeypatch.setattr(device, "nvml_gpus", lambda: list(gpus))
+
+
+def test_probes_never_initialise_cuda(monkeypatch):
+    from accelkit import config, env, hardware, launch, precision
+
+    _fake_gpu_machine(monkeypatch, [("NVIDIA H200", 141 * 2**30, (9, 0))])
+    gpu = device.torch_devices()[0]
+    assert (gpu.name, gpu.compute_capability, gpu.supports_bf16) == ("cuda:0", (9, 0), True)
+    assert device.best_torch_device().kind == "cuda"
+    assert config.profile("auto").name == "full"
+    assert "NVIDIA H200" in env.hardware_card() and "NVIDIA H200" in env.doctor()
+    assert hardware.for_device("cuda:0").name == "h200"
+    assert precision.amp_choice("cuda").dtype == torch.bfloat16
+    assert launch.worker_plan(1).device == "cuda"
+    assert device.get_torch_device("cuda:0").type == "cuda"
+
+
+def test_a_t4_is_told_fp16_even_though_torch_says_bf16_is_supported(monkeypatch):
+    from accelkit import precision
+
+    _fake_gpu_machine(monkeypatch, [("Tesla T4", 15 * 2**30, (7, 5))])
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    amp = precision.amp_choice("cuda")
+    assert (amp.dtype, amp.needs_scaler) == (torch.float16, True)
+    assert not device.torch_devices()[0].supports_bf16
+
+
+def test_nvml_absent_means_no_nvidia_gpu_here():
+    # this machine has no NVIDIA driver (CI): NVML answers None, not an exception
+    if not torch.cuda.is_available():
+        assert device.nvml_gpus() in (None, [])
+
+
+def test_nvml_respects_cuda_visible_devices(monkeypatch):
+    import sys
+    import types
+
+    handles = ["h0", "h1"]
+    fake = types.SimpleNamespace(
+        NVMLError=RuntimeError, nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 2, nvmlDeviceGetHandleByIndex=lambda i: handles[i],
+        nvmlDeviceGetName=lambda h: b"NVIDIA A100" if h == "h0" else "NVIDIA L4",
+        nvmlDeviceGetCudaComputeCapability=lambda h: (8, 0) if h == "h0" else (8, 9),
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=80 * 2**30))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert [g[0] for g in device.nvml_gpus()] == ["NVIDIA A100", "NVIDIA L4"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert device.nvml_gpus() == [("NVIDIA L4", 80 * 2**30, (8, 9))]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert device.nvml_gpus() == []

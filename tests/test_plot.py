@@ -73,3 +73,14 @@ def test_curves_reject_bad_input():
         plot.loss_curves({})
     with pytest.raises(ValueError, match="empty"):
         plot.loss_curves({"a": []})
+
+
+def test_ratios_histogram_shows_the_interval_and_the_floor():
+    c = bench.Comparison(bench.Timing("fp32", (2.0, 2.2, 1.8, 2.1, 2.4, 1.9, 2.0, 2.2)),
+                         bench.Timing("bf16", (1.0,) * 8))
+    ax = plot.ratios(c, floor=1.5, profile="ci")
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "8 pairs" in labels and "floor 1.5x" in labels
+    assert any(lab.startswith("median 2.05x") for lab in labels)
+    assert ax.get_xscale() == "log" and _stamp(ax)
+    plt.close("all")

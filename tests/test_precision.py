@@ -78,14 +78,14 @@ def test_round_to_fp16_underflows_bf16_does_not():
 
 
 # ----------------------------------------------------------------------------- AMP choice
-def test_amp_choice_cpu_bf16_follows_the_cpu(monkeypatch):
-    from accelkit import device
+def test_amp_choice_cpu_bf16_follows_the_cpu_class(monkeypatch):
+    from accelkit import hardware
 
-    monkeypatch.setattr(device, "cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr(hardware, "probed_cpu", lambda: hardware.get("cpu-amx"))
     fast = precision.amp_choice("cpu")
     assert (fast.device_type, fast.dtype, fast.needs_scaler, fast.native) == (
         "cpu", torch.bfloat16, False, True)
-    monkeypatch.setattr(device, "cpu_has_fast_bf16", lambda: False)
+    monkeypatch.setattr(hardware, "probed_cpu", lambda: hardware.get("cpu-avx2"))
     slow = precision.amp_choice("cpu")
     assert not slow.native and "slower" in slow.reason
 

@@ -26,6 +26,8 @@ def test_run_all_gathers_results_and_never_writes_notebooks(tmp_path):
     assert summary["notebooks"]["00_good"]["status"] == "ok"
     assert summary["notebooks"]["01_bad"]["status"] == "error"
     assert "boom" in summary["notebooks"]["01_bad"]["error"]
+    md = (tmp_path / "build" / "summary.md").read_text()
+    assert "## Failures" in md and "boom" in md and "\x1b[" not in md, "plain text, no ANSI codes"
     data = json.loads((tmp_path / "build" / "results.json").read_text())
     assert data["results"]["t.speedup"] == {"value": 1.5, "unit": "x", "notebook": "00_good"}
     md = (tmp_path / "build" / "summary.md").read_text()
@@ -77,3 +79,7 @@ def test_partial_run_updates_earlier_summary_and_clears_stale_outputs(tmp_path):
     assert set(summary["results"]) == {"t.a", "t.b"}
     executed = nbformat.read(tmp_path / "build" / "01_b.ipynb", as_version=4)
     assert executed.cells[2].outputs == [] and executed.cells[2].execution_count is None
+
+
+def test_plain_strips_ansi_colour_codes():
+    assert runner.plain("\x1b[0;31mRuntimeError\x1b[0m: boom\x1b[?25h") == "RuntimeError: boom"

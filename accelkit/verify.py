@@ -1,0 +1,173 @@
+"""``make verify``: nbval over every notebook on this machine, kept as a dated record per class.
+
+:func:`verify` runs each notebook under ``pytest --nbval-lax`` (as CI does) in the size
+profile that fits this machine, gathers what the notebooks recorded with
+:func:`accelkit.report.record`, and writes ``verified/<class>.json``: the date, the hardware
+class (:mod:`accelkit.hardware`) and whether it was emulated, the library versions, the
+hardware card, every recorded result and pass/fail per notebook.  README.md's "Verified on"
+table is generated from those records (:func:`readme_table`, :func:`update_readme`), so only
+what was really run appears there.
+
+Executing notebooks for a build folder is :mod:`accelkit.runner`'s job; this module checks.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from accelkit import config, hardware, report, runner
+
+FORMAT = 1
+START, END = "<!-- verified:start -->", "<!-- verified:end -->"
+#: Result keys shown in the README table, with their column titles.
+HEADLINE = {"amp.matmul_bf16_speedup": "bf16 matmul", "fusion.compile_speedup": "compile chain",
+            "fusion.fused_adamw_speedup": "fused AdamW", "roofline.copy_gbps": "copy GB/s"}
+_COUNTS = re.compile(r"(\d+) (passed|failed|error|errors|skipped)")
+
+
+def _nbval(path: Path, profile: str, results: Path, scratch: Path,
+           timeout_s: float) -> dict[str, Any]:
+    """Run nbval on one notebook; return its status, cell counts and wall time."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env",
+           "--nbval-sanitize-with", str(path.parent / "sanitize.cfg"), "-p", "no:cacheprovider",
+           str(path)]
+    env = dict(os.environ, **{config.PROFILE_ENV: profile, report.RESULTS_ENV: str(results),
+                              report.NOTEBOOK_ENV: path.stem, config.SCRATCH_ENV: str(scratch)})
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        out, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        out, rc = f"timed out after {timeout_s:.0f} s: {exc}", -1
+    counts = {k.rstrip("s"): int(n) for n, k in _COUNTS.findall(out.splitlines()[-1] if out else "")}
+    status = "ok" if rc == 0 else ("timeout" if rc == -1 else "failed")
+    failed = [line for line in runner.plain(out).splitlines() if line.startswith("FAILED")]
+    return {"status": status, "cells_passed": counts.get("passed", 0),
+            "cells_failed": counts.get("failed", 0) + counts.get("error", 0),
+            "wall_s": round(time.perf_counter() - start, 1), "failures": failed[:10]}
+
+
+def verify(notebooks: str | os.PathLike[str] = "notebooks",
+           out: str | os.PathLike[str] = "verified", *, profile: str = "auto",
+           only: list[str] | None = None, timeout_s: float = 900,
+           readme: str | os.PathLike[str] | None = "README.md") -> dict[str, Any]:
+    """Run nbval over the notebooks and write ``<out>/<class>.json``; update the README table.
+
+    Args:
+        notebooks: the folder holding ``NN_*.ipynb``.
+        out: the folder for the records (created).
+        profile: ``ci``, ``full`` or ``auto`` (the profile that fits this machine).
+        only: run only notebooks whose name contains one of these strings.
+        timeout_s: seconds allowed per notebook.
+        readme: the README whose "Verified on" table is regenerated; ``None`` leaves it.
+
+    Returns:
+        The record written.
+
+    Raises:
+        FileNotFoundError: when there are no notebooks.
+    """
+    from accelkit import env
+
+    paths = runner.find_notebooks(notebooks)
+    if only:
+        paths = [p for p in paths if any(o in p.stem for o in only)]
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    resolved = config.profile(profile)
+    cls = hardware.for_device()  # $ACCELKIT_HARDWARE names an emulated CPU class
+    emulated = cls.kind == "cpu" and cls != hardware.probed_cpu()
+    work = Path(config.scratch_dir("verify"))
+    results_file = work / "results.jsonl"
+    results_file.unlink(missing_ok=True)
+    runs: dict[str, Any] = {}
+    for path in paths:
+        missing = runner.missing_requirements(path)
+        if missing:
+            runs[path.stem] = {"status": "skipped", "reason": f"not installed: {', '.join(missing)}"}
+        else:
+            runs[path.stem] = _nbval(path, resolved.name, results_file, work, timeout_s)
+        print(f"[accelkit verify] {path.name}: {runs[path.stem]['status']}", flush=True)
+    info = env.hardware_summary()
+    record = {
+        "format": FORMAT, "date": datetime.date.today().isoformat(), "class": cls.name,
+        "class_title": cls.title, "emulated": emulated,
+        "profile": resolved.name, "versions": info.pop("libraries"),
+        "hardware": {k: v for k, v in info.items() if k not in ("platform",)},
+        "notebooks": runs,
+        "results": {r.key: {"value": r.value, "unit": r.unit, "notebook": r.notebook}
+                    for r in report.load_jsonl(results_file)},
+    }
+    name = cls.name + ("-emulated" if emulated else "")
+    (out_dir / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    if readme is not None and Path(readme).exists():
+        update_readme(readme, out_dir)
+    return record
+
+
+def load_records(folder: str | os.PathLike[str] = "verified") -> list[dict[str, Any]]:
+    """Read every ``*.json`` record in ``folder``, sorted by class name.
+
+    Raises:
+        ValueError: naming a file that is not a verification record of a known format.
+    """
+    records = []
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON ({exc})") from None
+        if not isinstance(rec, dict) or rec.get("format") != FORMAT or "class" not in rec:
+            raise ValueError(f"{path}: not an accelkit verification record of format {FORMAT}")
+        records.append(rec)
+    return records
+
+
+def readme_table(folder: str | os.PathLike[str] = "verified") -> str:
+    """Return the README's "Verified on" table (Markdown) from the records in ``folder``."""
+    cols = " | ".join(HEADLINE.values())
+    lines = [f"| class | date | profile | notebooks passed | torch | {cols} |",
+             "|---|---|---|---|---|" + "---|" * len(HEADLINE)]
+    for rec in load_records(folder):
+        nbs = rec["notebooks"].values()
+        ran = [n for n in nbs if n["status"] != "skipped"]
+        ok = sum(n["status"] == "ok" for n in ran)
+        res = rec["results"]
+        cells = [report.format_value(res[k]["value"], res[k]["unit"]) if k in res else "–"
+                 for k in HEADLINE]
+        title = f"`{rec['class']}`" + (" (emulated)" if rec.get("emulated") else "")
+        lines.append(f"| {title} | {rec['date']} | {rec['profile']} | {ok} of {len(ran)} | "
+                     f"{rec['versions'].get('torch')} | " + " | ".join(cells) + " |")
+    if len(lines) == 2:
+        lines.append("| (no record yet: run `make verify`) |" + " |" * (4 + len(HEADLINE)))
+    return "\n".join(lines)
+
+
+def update_readme(readme: str | os.PathLike[str] = "README.md",
+                  folder: str | os.PathLike[str] = "verified") -> bool:
+    """Rewrite the table between the README's verified markers; return True if it changed.
+
+    Raises:
+        ValueError: when the README lacks the ``<!-- verified:start/end -->`` markers.
+    """
+    path = Path(readme)
+    text = path.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        raise ValueError(f"{path} has no {START} ... {END} markers for the verified table")
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{START}\n{readme_table(folder)}\n{END}{tail}"
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+__all__ = ["FORMAT", "load_records", "readme_table", "update_readme", "verify"]
