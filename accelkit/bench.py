@@ -199,7 +199,8 @@ class Comparison:
         """Say what this run found, from the interval: faster, slower, or no clear difference.
 
         Returns:
-            A sentence such as ``"bf16 is faster than fp32: 1.8x (95 % interval 1.6x-2.0x)"``.
+            A sentence such as ``"bf16 is faster than fp32: 1.8x (95% interval 1.6x-2.0x,
+            noise ±5%)"``; a slower candidate reads ``"... is slower than ...: 0.59x its speed"``.
         """
         low, high = self.interval
         b, c = self.baseline.label, self.candidate.label
@@ -207,7 +208,7 @@ class Comparison:
         if low > 1:
             return f"{c} is faster than {b}: {self.speedup:.2f}x {band}"
         if high < 1:
-            return f"{c} is slower than {b}: {1 / self.speedup:.2f}x the time {band}"
+            return f"{c} is slower than {b}: {self.speedup:.2f}x its speed {band}"
         return f"no clear difference between {c} and {b} here: {self.speedup:.2f}x {band}"
 
     def summary(self) -> str:

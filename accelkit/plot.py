@@ -146,6 +146,12 @@ def ratios(comparison: Comparison, title: str = "", *, floor: float | None = Non
     if floor is not None:
         ax.axvline(floor, color="tab:red", lw=1.5, label=f"floor {floor:g}x")
     ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    times = FuncFormatter(lambda v, _: f"{v:.2g}x")
+    ax.xaxis.set_major_formatter(times)
+    ax.xaxis.set_minor_formatter(times)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
     ax.set_xlabel(f"speedup per pair: {comparison.baseline.label} time / "
                   f"{comparison.candidate.label} time")
     ax.set_ylabel("pairs")
