@@ -40,6 +40,19 @@ _MODULES = (
 __all__ = list(_MODULES)
 
 
+def _emulate_hardware_class() -> None:
+    """Apply ``$ACCELKIT_HARDWARE``'s instruction-set caps before torch computes anything."""
+    import os
+
+    if os.environ.get("ACCELKIT_HARDWARE"):
+        from accelkit import hardware
+
+        hardware.apply_emulation()
+
+
+_emulate_hardware_class()
+
+
 def __getattr__(name: str) -> Any:
     """Import the submodule ``name`` on first use (PEP 562)."""
     if name in _MODULES:

@@ -361,17 +361,72 @@ def _sample(fn: Callable[[], Any], number: int, threads: int) -> float:
     return Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).timeit(number).mean
 
 
+#: Pairs timed before a deadline may cut a batch short (6 give a 95 % interval narrower
+#: than (min, max); see :func:`median_interval`).
+MIN_PAIRS = 6
+
+
 def _pairs(fns: Sequence[Callable[[], Any]], numbers: Sequence[int], count: int, start: int,
-           threads: int) -> list[tuple[float, float]]:
-    """Time ``count`` pairs, alternating A B / B A from pair number ``start`` on."""
-    out = []
+           threads: int, stop_at: float = math.inf) -> list[tuple[float, float]]:
+    """Time ``count`` pairs, alternating A B / B A from pair number ``start`` on.
+
+    Stops early once ``time.perf_counter()`` passes ``stop_at`` and at least
+    :data:`MIN_PAIRS` pairs exist in all (``start`` counts the earlier ones).
+    """
+    import time
+
+    out: list[tuple[float, float]] = []
     for p in range(start, start + count):
+        if p >= MIN_PAIRS and time.perf_counter() > stop_at:
+            break
         order = (0, 1) if p % 2 == 0 else (1, 0)
         got = [0.0, 0.0]
         for i in order:
             got[i] = _sample(fns[i], numbers[i], threads)
         out.append((got[0], got[1]))
     return out
+
+
+def fit_size(make: Callable[[int], Callable[[], Any]], n: int, *, max_call_s: float,
+             exponent: float = 3.0, device: Any = None, smallest: int = 128) -> tuple[int, str]:
+    """Choose the largest size ``<= n`` (halving) whose one call should take at most ``max_call_s``.
+
+    For work whose speed differs by orders of magnitude between machines (a bf16 matmul is
+    5-500x slower than fp32 on a CPU without bf16 units): one call is timed at a small probe
+    size and scaled by ``(size / probe) ** exponent`` (3 for an ``(n, n) @ (n, n)`` matmul).
+
+    Args:
+        make: ``make(size)`` returns the callable to time at that size.
+        n: the size wanted (from the profile).
+        max_call_s: the most seconds one call may take.
+        exponent: how the work grows with the size.
+        device: synchronised around the probe (as :func:`time_once`).
+        smallest: the probe size, and the smallest size returned.
+
+    Returns:
+        ``(size, reason)``: ``reason`` is ``""`` when ``n`` fits, else one sentence with the
+        measured probe and the predicted time at ``n``.
+
+    Raises:
+        ValueError: for ``n < 1`` or ``max_call_s <= 0``.
+
+    Example: ``n, why = fit_size(lambda m: (lambda: a16[:m, :m] @ a16[:m, :m]), 1024, max_call_s=0.2)``
+    """
+    if n < 1 or max_call_s <= 0:
+        raise ValueError(f"need n >= 1 and max_call_s > 0, got n={n}, max_call_s={max_call_s}")
+    probe = min(n, smallest)
+    fn = make(probe)
+    fn()  # warm-up: allocation, lazy initialisation, kernel selection
+    t = time_once(fn, device=device)
+    size = n
+    while size > probe and t * (size / probe) ** exponent > max_call_s:
+        size //= 2
+    size = max(size, probe)
+    if size == n:
+        return n, ""
+    pred = t * (n / probe) ** exponent
+    return size, (f"at {n} one call would take about {pred:.2g} s ({format_time(t)} measured at "
+                  f"{probe}); timed at {size} instead")
 
 
 def compare(
@@ -417,6 +472,9 @@ def compare(
             interval narrower than (min, max).
         at_least, at_most: the claim to decide while measuring (see :meth:`Comparison.verdict`).
         budget_s: the most wall seconds for further batches; default ``4 * 2 * min_run_time``.
+            On a machine so slow that the first batch overruns ``4 * min_run_time``, the batch
+            stops after :data:`MIN_PAIRS` pairs: a comparison ends in bounded time, and a claim
+            it cannot decide fails as "too noisy to decide".
         confidence: the coverage of the interval.
 
     Returns:
@@ -438,14 +496,16 @@ def compare(
         for _ in range(warmup):
             f()
     numbers = [_calibrate(f, min_run_time / pairs, n_threads) for f in fns]
-    got = _pairs(fns, numbers, pairs, 0, n_threads)
+    # the first batch takes about 2 * min_run_time; on a machine slowed many times over (an
+    # oversubscribed CPU) it stops at twice that, once MIN_PAIRS pairs exist
+    got = _pairs(fns, numbers, pairs, 0, n_threads, stop_at=time.perf_counter() + 4 * min_run_time)
     claim = at_least is not None or at_most is not None
     budget = 8 * min_run_time if budget_s is None else budget_s
     start = time.perf_counter()
     result = _comparison(got, labels, flops, bytes_moved, samples, n_threads, device, confidence)
     while claim and result.verdict(at_least, at_most) == UNDECIDED \
             and time.perf_counter() - start < budget:
-        got += _pairs(fns, numbers, pairs, len(got), n_threads)
+        got += _pairs(fns, numbers, pairs, len(got), n_threads, stop_at=start + budget)
         result = _comparison(got, labels, flops, bytes_moved, samples, n_threads, device,
                              confidence)
     result.extra["extra_s"] = time.perf_counter() - start

@@ -39,6 +39,9 @@ def hardware_summary(tf: bool = False) -> dict[str, Any]:
         tf: also list TensorFlow's devices (imports TensorFlow).
     """
     info = device.summary()
+    best = info.get("torch_best", {}).get("device")
+    info["hardware_class"] = hardware.for_device(best).name if best else None
+    info["emulated"] = hardware.emulation_note()
     info["libraries"] = library_versions()
     if tf and device.has_tf():
         info["tf_devices"] = [d.name + " " + d.description for d in device.tf_devices()]
@@ -63,9 +66,14 @@ def hardware_card_markdown(info: dict[str, Any] | None = None) -> str:
             lines.append(f"- GPU {d['name']}: {d['description']}{gib}{cc}")
     if info.get("tpu_attached"):
         lines.append("- TPU: attached")
+    if info.get("emulated"):
+        lines.append(f"- **Emulated hardware class**: {info['emulated']}")
     if "torch_best" in info:
         lines.append(f"- PyTorch best device: `{info['torch_best']['device']}` "
                      f"({info['torch_best']['reason']})")
+    if info.get("hardware_class"):
+        lines.append(f"- Hardware class: `{info['hardware_class']}` "
+                     "(`python -m accelkit doctor --hardware NAME` shows its decisions)")
     if "tf_best" in info:
         lines.append(f"- TensorFlow best device: {info['tf_best']}")
     libs = ", ".join(f"{k} {v}" for k, v in info.get("libraries", {}).items() if v)

@@ -382,6 +382,57 @@ def probed_cpu() -> HardwareClass:
     return classify_cpu(_dev.cpu_features(), _dev.machine())
 
 
+def emulation() -> tuple[HardwareClass, HardwareClass] | None:
+    """Return ``(emulated, real)`` CPU classes while ``$ACCELKIT_HARDWARE`` names another CPU class.
+
+    Returns:
+        ``None`` when the variable is unset, names this CPU's own class, or names a non-CPU
+        class (a GPU cannot be emulated: only the course's *decisions* would change).
+    """
+    named = from_env()
+    if named is None or named.kind != "cpu":
+        return None
+    real = probed_cpu()
+    return None if named == real else (named, real)
+
+
+def emulation_note() -> str:
+    """Say what ``$ACCELKIT_HARDWARE`` emulates here, and what it does not ("" when inactive)."""
+    pair = emulation()
+    if pair is None:
+        return ""
+    named, real = pair
+    if not named.emulate_env:
+        return (f"deciding as {named.name} on a {real.name} CPU: only the course's decisions "
+                "change (this class's instruction set cannot be imposed on this CPU)")
+    caps = " ".join(f"{k}={v}" for k, v in named.emulate_env.items())
+    return (f"running as {named.name}, emulated on a {real.name} CPU with {caps}: models the "
+            "instruction set (vector width, no bf16 units); not the core count, caches, clocks "
+            "or other vendors' kernels")
+
+
+def apply_emulation() -> dict[str, str]:
+    """Put the instruction-set caps of ``$ACCELKIT_HARDWARE``'s CPU class into the environment.
+
+    oneDNN (``ONEDNN_MAX_CPU_ISA``), ATen (``ATEN_CPU_CAPABILITY``) and Inductor read them
+    the first time they compute, not when ``torch`` is imported, so ``import accelkit`` (which
+    calls this) before the first tensor operation is early enough.  Variables already set are
+    left alone.
+
+    Returns:
+        The variables set (empty when no emulation is active).
+    """
+    pair = emulation()
+    if pair is None:
+        return {}
+    done = {}
+    for key, value in pair[0].emulate_env.items():
+        if key not in os.environ:
+            os.environ[key] = value
+            done[key] = value
+    return done
+
+
 def for_device(device: Any = None) -> HardwareClass:
     """Return the hardware class of a PyTorch device on this machine.
 
@@ -434,9 +485,12 @@ __all__ = [
     "HARDWARE_ENV",
     "Claim",
     "HardwareClass",
+    "apply_emulation",
     "classify_cpu",
     "classify_gpu",
     "datasheet_tflops",
+    "emulation",
+    "emulation_note",
     "for_device",
     "from_env",
     "get",

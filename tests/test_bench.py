@@ -140,3 +140,23 @@ def test_finding_says_faster_slower_or_no_clear_difference():
     assert _fake([2.0] * 8).finding().startswith("c is faster than b: 2.00x")
     assert _fake([0.5] * 8).finding().startswith("c is slower than b: 0.50x its speed")
     assert _fake([0.8, 1.2] * 4).finding().startswith("no clear difference between c and b")
+
+
+def test_fit_size_halves_until_one_call_fits():
+    def make(m):
+        return lambda: time.sleep(1e-6 * m**2)  # 2-exponent work: 16 ms at 128
+
+    assert bench.fit_size(make, 128, max_call_s=1.0, exponent=2) == (128, "")
+    size, why = bench.fit_size(make, 1024, max_call_s=0.1, exponent=2)
+    assert size == 256 and "at 1024 one call would take about 1" in why and "at 128" in why
+    assert bench.fit_size(make, 1024, max_call_s=1e-6, exponent=2)[0] == 128  # never below
+    with pytest.raises(ValueError):
+        bench.fit_size(make, 0, max_call_s=1)
+
+
+def test_a_slowed_machine_still_ends_in_bounded_time():
+    slow = lambda: time.sleep(0.05)  # noqa: E731 - one call far longer than a sample's share
+    c = bench.compare(slow, slow, pairs=40, warmup=0, min_run_time=0.04, at_least=2.0,
+                      budget_s=0.2)
+    assert bench.MIN_PAIRS <= len(c.ratios) < 20, len(c.ratios)
+    assert c.verdict(at_least=2.0) == bench.REFUTED

@@ -131,3 +131,36 @@ def test_doctor_hardware_names_the_decisions():
     assert "ONEDNN_MAX_CPU_ISA=AVX2" in avx2
     listing = env.doctor("list")
     assert all(f"`{name}`" in listing for name in hardware.CLASSES)
+
+
+def test_emulation_sets_the_instruction_set_caps_once(monkeypatch):
+    monkeypatch.setattr(hardware, "probed_cpu", lambda: hardware.get("cpu-amx"))
+    for key in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY"):
+        monkeypatch.delenv(key, raising=False)
+    assert hardware.emulation() is None and hardware.emulation_note() == ""
+    monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-avx2")
+    named, real = hardware.emulation()
+    assert (named.name, real.name) == ("cpu-avx2", "cpu-amx")
+    assert "emulated on a cpu-amx CPU" in hardware.emulation_note()
+    assert "not the core count" in hardware.emulation_note()
+    assert hardware.apply_emulation() == {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert hardware.apply_emulation() == {}  # already set: left alone
+    monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-amx")  # this CPU's own class: nothing emulated
+    assert hardware.emulation() is None
+    monkeypatch.setenv(hardware.HARDWARE_ENV, "t4")  # a GPU cannot be emulated on a CPU
+    assert hardware.emulation() is None
+
+
+def test_emulation_reaches_torch_in_a_fresh_process():
+    import subprocess
+    import sys
+
+    code = ("import torch, accelkit, os; x = torch.ones(4) + 1; "
+            "print(torch.backends.cpu.get_cpu_capability(), os.environ['ONEDNN_MAX_CPU_ISA'])")
+    env = {k: v for k, v in __import__("os").environ.items()
+           if k not in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=env | {"ACCELKIT_HARDWARE": "cpu-avx2"})
+    if hardware.probed_cpu().name == "cpu-avx2":
+        pytest.skip("this CPU is AVX2-only already")
+    assert out.stdout.split() == ["AVX2", "AVX2"], out.stderr[-2000:]
