@@ -417,7 +417,9 @@ def apply_emulation() -> dict[str, str]:
     oneDNN (``ONEDNN_MAX_CPU_ISA``), ATen (``ATEN_CPU_CAPABILITY``) and Inductor read them
     the first time they compute, not when ``torch`` is imported, so ``import accelkit`` (which
     calls this) before the first tensor operation is early enough.  Variables already set are
-    left alone.
+    left alone.  Where the ATen capability is capped, Inductor also gets a cache folder of its
+    own (``TORCHINDUCTOR_CACHE_DIR``): its shared cache would hand this process kernels
+    compiled for the real CPU's vector width, which compute wrong values here.
 
     Returns:
         The variables set (empty when no emulation is active).
@@ -430,6 +432,16 @@ def apply_emulation() -> dict[str, str]:
         if key not in os.environ:
             os.environ[key] = value
             done[key] = value
+    if "ATEN_CPU_CAPABILITY" in pair[0].emulate_env and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        # Inductor's on-disk cache does not key on the vector ISA: a graph cached under
+        # another capability is reloaded with the wrong vector width and returns wrong
+        # values (docs/notes/inductor-cache-vector-isa.md).  One cache per emulated class.
+        import getpass
+        import tempfile
+
+        user = "".join(c for c in getpass.getuser() if c.isalnum()) or "user"
+        done["TORCHINDUCTOR_CACHE_DIR"] = os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+            tempfile.gettempdir(), f"torchinductor_{user}_{pair[0].name}")
     return done
 
 

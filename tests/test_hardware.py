@@ -135,7 +135,7 @@ def test_doctor_hardware_names_the_decisions():
 
 def test_emulation_sets_the_instruction_set_caps_once(monkeypatch):
     monkeypatch.setattr(hardware, "probed_cpu", lambda: hardware.get("cpu-amx"))
-    for key in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY"):
+    for key in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR"):
         monkeypatch.delenv(key, raising=False)
     assert hardware.emulation() is None and hardware.emulation_note() == ""
     monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-avx2")
@@ -143,7 +143,10 @@ def test_emulation_sets_the_instruction_set_caps_once(monkeypatch):
     assert (named.name, real.name) == ("cpu-avx2", "cpu-amx")
     assert "emulated on a cpu-amx CPU" in hardware.emulation_note()
     assert "not the core count" in hardware.emulation_note()
-    assert hardware.apply_emulation() == {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    done = hardware.apply_emulation()
+    assert {k: done[k] for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")} == {
+        "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert done["TORCHINDUCTOR_CACHE_DIR"].endswith("_cpu-avx2"), "a compile cache of its own"
     assert hardware.apply_emulation() == {}  # already set: left alone
     monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-amx")  # this CPU's own class: nothing emulated
     assert hardware.emulation() is None
