@@ -389,44 +389,56 @@ def _pairs(fns: Sequence[Callable[[], Any]], numbers: Sequence[int], count: int,
 
 def fit_size(make: Callable[[int], Callable[[], Any]], n: int, *, max_call_s: float,
              exponent: float = 3.0, device: Any = None, smallest: int = 128) -> tuple[int, str]:
-    """Choose the largest size ``<= n`` (halving) whose one call should take at most ``max_call_s``.
+    """Choose the largest size ``<= n`` (by doubling) whose one call takes at most ``max_call_s``.
 
     For work whose speed differs by orders of magnitude between machines (a bf16 matmul is
-    5-500x slower than fp32 on a CPU without bf16 units): one call is timed at a small probe
-    size and scaled by ``(size / probe) ** exponent`` (3 for an ``(n, n) @ (n, n)`` matmul).
+    5-500x slower than fp32 on a CPU without bf16 units).  Starting at ``smallest``, one call
+    is timed and the size doubled while the next size's predicted time, this one's times
+    ``2 ** exponent`` (8 for an ``(n, n) @ (n, n)`` matmul), stays within ``max_call_s``; each
+    size is measured on the way, so a small size's fixed overhead does not inflate the
+    prediction much.
 
     Args:
         make: ``make(size)`` returns the callable to time at that size.
         n: the size wanted (from the profile).
         max_call_s: the most seconds one call may take.
         exponent: how the work grows with the size.
-        device: synchronised around the probe (as :func:`time_once`).
-        smallest: the probe size, and the smallest size returned.
+        device: synchronised around each timed call (as :func:`time_once`).
+        smallest: the first size timed, and the smallest size returned.
 
     Returns:
         ``(size, reason)``: ``reason`` is ``""`` when ``n`` fits, else one sentence with the
-        measured probe and the predicted time at ``n``.
+        time measured at ``size`` and the one predicted at ``n``.
 
     Raises:
         ValueError: for ``n < 1`` or ``max_call_s <= 0``.
 
-    Example: ``n, why = fit_size(lambda m: (lambda: a16[:m, :m] @ a16[:m, :m]), 1024, max_call_s=0.2)``
+    Example: ``n, why = fit_size(lambda m: (lambda: a16[:m, :m] @ a16[:m, :m]), 1024, max_call_s=0.05)``
     """
     if n < 1 or max_call_s <= 0:
         raise ValueError(f"need n >= 1 and max_call_s > 0, got n={n}, max_call_s={max_call_s}")
-    probe = min(n, smallest)
-    fn = make(probe)
-    fn()  # warm-up: allocation, lazy initialisation, kernel selection
-    t = time_once(fn, device=device)
-    size = n
-    while size > probe and t * (size / probe) ** exponent > max_call_s:
-        size //= 2
-    size = max(size, probe)
-    if size == n:
+
+    def one_call(m: int) -> float:
+        fn = make(m)
+        fn()  # warm-up: allocation, lazy initialisation, kernel selection
+        t = time_once(fn, device=device)
+        if t <= max_call_s:  # cheap enough to repeat: the best of three (noise only adds time)
+            t = min(t, *(time_once(fn, device=device) for _ in range(2)))
+        return t
+
+    size = min(n, smallest)
+    t = one_call(size)
+    while size < n and t * (min(2 * size, n) / size) ** exponent <= max_call_s:
+        size = min(2 * size, n)
+        t = one_call(size)
+    if size == n and t <= max_call_s:
         return n, ""
-    pred = t * (n / probe) ** exponent
-    return size, (f"at {n} one call would take about {pred:.2g} s ({format_time(t)} measured at "
-                  f"{probe}); timed at {size} instead")
+    if t > max_call_s and size > min(n, smallest):  # the last measured size is over: step back
+        size //= 2
+        t /= 2**exponent
+    pred = t * (n / size) ** exponent
+    return size, (f"at {n} one call would take about {pred:.2g} s ({format_time(t)} at {size}); "
+                  f"timed at {size} instead")
 
 
 def compare(

@@ -19,6 +19,8 @@ This module never imports IPython or matplotlib (it runs in worker processes).
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -182,6 +184,12 @@ def setup(backend: str | None = None, *, timeout_s: float = 120,
         if dev.type == "cuda":
             kwargs["device_id"] = dev  # lets NCCL bind the communicator eagerly
         dist.init_process_group(**kwargs)
+        # Objects that keep the process group alive (a DDP model's reducer sits in reference
+        # cycles) would otherwise be freed during interpreter shutdown, where gloo's worker
+        # threads can abort the process (exit -6, "terminate called without an active
+        # exception"; mechanism described in pytorch/pytorch#179291).  Collect them while
+        # the interpreter is still whole.
+        atexit.register(gc.collect)
     info = rank_info()
     return RankInfo(info.rank, info.local_rank, info.world_size, info.local_world_size,
                     info.node_rank, chosen if is_launched() else "", dev, info.launched)

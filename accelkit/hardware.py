@@ -21,7 +21,7 @@ confidence interval of interleaved pairs (:func:`accelkit.bench.compare`).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -411,7 +411,7 @@ def emulation_note() -> str:
             "or other vendors' kernels")
 
 
-def apply_emulation() -> dict[str, str]:
+def apply_emulation(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """Put the instruction-set caps of ``$ACCELKIT_HARDWARE``'s CPU class into the environment.
 
     oneDNN (``ONEDNN_MAX_CPU_ISA``), ATen (``ATEN_CPU_CAPABILITY``) and Inductor read them
@@ -421,18 +421,22 @@ def apply_emulation() -> dict[str, str]:
     own (``TORCHINDUCTOR_CACHE_DIR``): its shared cache would hand this process kernels
     compiled for the real CPU's vector width, which compute wrong values here.
 
+    Args:
+        environ: the environment to update; default ``os.environ`` (tests pass a dict).
+
     Returns:
         The variables set (empty when no emulation is active).
     """
+    env = os.environ if environ is None else environ
     pair = emulation()
     if pair is None:
         return {}
     done = {}
     for key, value in pair[0].emulate_env.items():
-        if key not in os.environ:
-            os.environ[key] = value
+        if key not in env:
+            env[key] = value
             done[key] = value
-    if "ATEN_CPU_CAPABILITY" in pair[0].emulate_env and "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    if "ATEN_CPU_CAPABILITY" in pair[0].emulate_env and "TORCHINDUCTOR_CACHE_DIR" not in env:
         # Inductor's on-disk cache does not key on the vector ISA: a graph cached under
         # another capability is reloaded with the wrong vector width and returns wrong
         # values (docs/notes/inductor-cache-vector-isa.md).  One cache per emulated class.
@@ -440,7 +444,7 @@ def apply_emulation() -> dict[str, str]:
         import tempfile
 
         user = "".join(c for c in getpass.getuser() if c.isalnum()) or "user"
-        done["TORCHINDUCTOR_CACHE_DIR"] = os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
+        done["TORCHINDUCTOR_CACHE_DIR"] = env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
             tempfile.gettempdir(), f"torchinductor_{user}_{pair[0].name}")
     return done
 

@@ -267,20 +267,38 @@ def _dtypes_for(dev: Any) -> list[str]:
     kind = torch.device(dev).type
     out = ["fp32", "bf16"]  # bf16 runs everywhere (emulated where there are no bf16 units)
     feats = _device.cpu_features()  # on a CPU, measure fp16 where it has any fp16 instructions
-    if kind != "cpu" or feats["avx512_fp16"] or feats["amx_fp16"]:
+    from accelkit import hardware
+
+    emulated = hardware.emulation() is not None  # an emulated AVX2/AVX-512 CPU has none
+    if kind != "cpu" or (not emulated and (feats["avx512_fp16"] or feats["amx_fp16"])):
         out.append("fp16")
     return out
 
 
 def _matmul(n: int, key: str, dev: Any, run_time: float) -> bench.Timing | None:
+    """Time an ``(n, n) @ (n, n)`` matmul in ``key``, at a smaller ``n`` where one call is slow.
+
+    A dtype without hardware units (bf16 on most laptop CPUs) can run hundreds of times
+    slower than fp32; :func:`accelkit.bench.fit_size` then shrinks ``n`` so one call takes at
+    most a quarter of ``run_time``, and the label says why.
+    """
     import torch
 
     dt = getattr(torch, DTYPE_NAMES[key])
+
+    def operands(m: int) -> tuple[Any, Any]:
+        return (torch.randn(m, m, device=dev).to(dt), torch.randn(m, m, device=dev).to(dt))
+
+    def make(m: int) -> Any:
+        a, b = operands(m)
+        return lambda: a @ b
+
     try:
-        a = torch.randn(n, n, device=dev).to(dt)
-        b = torch.randn(n, n, device=dev).to(dt)
-        return bench.measure(lambda: a @ b, label=f"matmul {n} {key}", flops=2 * n**3,
-                             bytes_moved=3 * n * n * a.element_size(), device=dev,
+        size, why = bench.fit_size(make, n, max_call_s=run_time / 4, device=dev)
+        a, b = operands(size)
+        label = f"matmul {size} {key}" + (f" ({why})" if why else "")
+        return bench.measure(lambda: a @ b, label=label, flops=2 * size**3,
+                             bytes_moved=3 * size * size * a.element_size(), device=dev,
                              min_run_time=run_time)
     except RuntimeError:  # this device cannot run this dtype's matmul
         return None
@@ -301,9 +319,10 @@ def measure(device: Any = None, *, profile: str | config.Profile | None = None,
     """Measure this device's roofline: matmul TFLOP/s per dtype and copy GB/s.
 
     Matmul: ``(n, n) @ (n, n)`` with ``n = profile.pick(ci=1024, full=8192)``,
-    ``flops = 2·n³``.  Copy: ``dst.copy_(src)`` of a tensor at least as large as the
-    last-level cache (:func:`copy_bytes`), ``bytes = 2·numel·itemsize``.  Takes a few seconds
-    in the ``ci`` profile on a 2-core CPU.
+    ``flops = 2·n³`` (smaller for a dtype so slow here that one call would take more than a
+    quarter of ``min_run_time``: the timing's label says so).  Copy: ``dst.copy_(src)`` of a
+    tensor at least as large as the last-level cache (:func:`copy_bytes`),
+    ``bytes = 2·numel·itemsize``.  Takes a few seconds in the ``ci`` profile on a 2-core CPU.
 
     Args:
         device: a torch device or string; default: :func:`accelkit.device.best_torch_device`.

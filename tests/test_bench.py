@@ -142,14 +142,20 @@ def test_finding_says_faster_slower_or_no_clear_difference():
     assert _fake([0.8, 1.2] * 4).finding().startswith("no clear difference between c and b")
 
 
-def test_fit_size_halves_until_one_call_fits():
+def test_fit_size_doubles_while_one_call_fits():
+    sizes = []
+
     def make(m):
+        sizes.append(m)
         return lambda: time.sleep(1e-6 * m**2)  # 2-exponent work: 16 ms at 128
 
     assert bench.fit_size(make, 128, max_call_s=1.0, exponent=2) == (128, "")
+    sizes.clear()
     size, why = bench.fit_size(make, 1024, max_call_s=0.1, exponent=2)
-    assert size == 256 and "at 1024 one call would take about 1" in why and "at 128" in why
+    assert size == 256 and sizes == [128, 256], sizes  # 512 predicted at 0.26 s: not timed
+    assert "at 1024 one call would take about 1" in why and "at 256" in why
     assert bench.fit_size(make, 1024, max_call_s=1e-6, exponent=2)[0] == 128  # never below
+    assert bench.fit_size(make, 512, max_call_s=0.5, exponent=2) == (512, "")
     with pytest.raises(ValueError):
         bench.fit_size(make, 0, max_call_s=1)
 

@@ -135,19 +135,18 @@ def test_doctor_hardware_names_the_decisions():
 
 def test_emulation_sets_the_instruction_set_caps_once(monkeypatch):
     monkeypatch.setattr(hardware, "probed_cpu", lambda: hardware.get("cpu-amx"))
-    for key in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "TORCHINDUCTOR_CACHE_DIR"):
-        monkeypatch.delenv(key, raising=False)
     assert hardware.emulation() is None and hardware.emulation_note() == ""
     monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-avx2")
     named, real = hardware.emulation()
     assert (named.name, real.name) == ("cpu-avx2", "cpu-amx")
     assert "emulated on a cpu-amx CPU" in hardware.emulation_note()
     assert "not the core count" in hardware.emulation_note()
-    done = hardware.apply_emulation()
-    assert {k: done[k] for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")} == {
+    env = {}  # never this test process's own environment: TF and torch read it
+    done = hardware.apply_emulation(env)
+    assert done == env and {k: env[k] for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")} == {
         "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-    assert done["TORCHINDUCTOR_CACHE_DIR"].endswith("_cpu-avx2"), "a compile cache of its own"
-    assert hardware.apply_emulation() == {}  # already set: left alone
+    assert env["TORCHINDUCTOR_CACHE_DIR"].endswith("_cpu-avx2"), "a compile cache of its own"
+    assert hardware.apply_emulation(env) == {}  # already set: left alone
     monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-amx")  # this CPU's own class: nothing emulated
     assert hardware.emulation() is None
     monkeypatch.setenv(hardware.HARDWARE_ENV, "t4")  # a GPU cannot be emulated on a CPU

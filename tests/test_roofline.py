@@ -100,15 +100,22 @@ def test_last_level_cache_is_found_where_sysfs_lists_caches():
 
 def test_measure_returns_positive_roofs(monkeypatch):
     monkeypatch.setattr(roofline, "copy_bytes", lambda dev, prof: 8 * roofline.MIB)
-    roof = roofline.measure("cpu", profile="ci", dtypes=("fp32", "bf16"), min_run_time=0.02)
+    roof = roofline.measure("cpu", profile="ci", dtypes=("fp32", "bf16"), min_run_time=0.2)
     assert set(roof.peak_tflops) == {"fp32", "bf16"}
     assert all(v > 0 for v in roof.peak_tflops.values()) and roof.bandwidth_gbps > 0
     assert roof.device == "cpu" and roof.profile == "ci"
     labels = [t.label for t in roof.timings]
-    assert labels[:2] == ["matmul 1024 fp32", "matmul 1024 bf16"] and labels[2].startswith("copy")
+    assert labels[0] == "matmul 1024 fp32" and labels[2].startswith("copy")
+    assert labels[1].startswith("matmul") and "bf16" in labels[1]
     copy = roof.timings[-1]
     assert copy.bytes_moved == 2 * 8 * roofline.MIB  # one read + one write
     assert roof.timings[0].flops == 2 * 1024**3
+
+
+def test_a_matmul_too_slow_for_the_time_is_measured_smaller_and_says_so():
+    t = roofline._matmul(1024, "fp32", "cpu", run_time=1e-4)  # no 1024 matmul fits in 25 µs
+    assert t.label.startswith("matmul 128 fp32 (at 1024 one call would take about")
+    assert t.flops == 2 * 128**3 and t.tflops > 0
 
 
 def test_measure_rejects_absent_device():
