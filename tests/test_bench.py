@@ -18,10 +18,10 @@ def test_measure_reports_units():
 def test_compare_detects_the_faster_callable():
     fast = lambda: time.sleep(0.0005)  # noqa: E731
     slow = lambda: time.sleep(0.003)  # noqa: E731
-    c = bench.compare(slow, fast, labels=("slow", "fast"), min_run_time=0.1, pairs=6, warmup=0)
+    c = bench.compare(slow, fast, labels=("slow", "fast"), min_run_time=0.2, pairs=12, warmup=0)
     assert c.speedup > 2, c  # would be ~1 if the two were swapped or timed the same fn
-    assert c.baseline.label == "slow" and len(c.ratios) == 6
-    assert c.interval[0] > 2 and c.verdict(at_least=1.5) == bench.HOLDS
+    assert c.baseline.label == "slow" and len(c.ratios) == 12
+    assert c.interval[0] > 1.5 and c.verdict(at_least=1.5) == bench.HOLDS
     assert c.verdict(at_least=50) == bench.REFUTED
 
 
@@ -94,10 +94,13 @@ def test_verdicts_decide_from_the_interval_not_the_median():
 
 
 def test_a_claim_keeps_measuring_until_decided_or_out_of_budget():
-    def noisy():  # two modes, switching every 10 ms: much faster, then much slower
-        time.sleep(0.0002 if int(time.perf_counter() * 100) % 2 else 0.004)
+    calls = {"n": 0}
 
-    base = lambda: time.sleep(0.001)  # noqa: E731
+    def noisy():  # two modes, alternating call by call: 2x faster, then 2x slower
+        calls["n"] += 1
+        time.sleep(0.005 if calls["n"] % 2 else 0.02)
+
+    base = lambda: time.sleep(0.01)  # noqa: E731 - every call outlasts a sample: 1 call each
     c = bench.compare(base, noisy, pairs=6, warmup=0, min_run_time=0.02, at_least=1.0,
                       budget_s=0.3)
     assert len(c.ratios) > 6 and c.extra["claim"] == {"at_least": 1.0, "at_most": None}
