@@ -224,8 +224,8 @@ def nvml_gpus() -> list[tuple[str, int, tuple[int, int]]] | None:
     return gpus
 
 
-def _gpu_infos() -> list[DeviceInfo]:
-    """The CUDA/ROCm GPUs PyTorch can use, without initialising CUDA where NVML answers."""
+def nvidia_or_rocm_gpus() -> list[DeviceInfo]:
+    """Return the CUDA/ROCm GPUs PyTorch can use, without initialising CUDA where NVML answers."""
     import torch
 
     from accelkit import hardware
@@ -260,7 +260,7 @@ def torch_devices() -> list[DeviceInfo]:
 
     from accelkit import hardware
 
-    out = _gpu_infos()
+    out = nvidia_or_rocm_gpus()
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
         cls = hardware.get("apple-mps")
@@ -353,7 +353,7 @@ def get_torch_device(spec: str | Any) -> Any:
         return dev
     available = [d.name for d in torch_devices()]
     if dev.type == "cuda":
-        n = len(_gpu_infos())
+        n = len(nvidia_or_rocm_gpus())
         if n and (dev.index is None or dev.index < n):
             return dev
     elif dev.type == "mps" and "mps" in available:
@@ -572,6 +572,7 @@ __all__ = [
     "has_tpu",
     "import_tf",
     "machine",
+    "nvidia_or_rocm_gpus",
     "nvml_gpus",
     "summary",
     "synchronize",

@@ -189,6 +189,7 @@ def setup(backend: str | None = None, *, timeout_s: float = 120,
         # threads can abort the process (exit -6, "terminate called without an active
         # exception"; mechanism described in pytorch/pytorch#179291).  Collect them while
         # the interpreter is still whole.
+        atexit.unregister(gc.collect)  # once, however often setup() runs
         atexit.register(gc.collect)
     info = rank_info()
     return RankInfo(info.rank, info.local_rank, info.world_size, info.local_world_size,

@@ -472,11 +472,13 @@ def for_device(device: Any = None) -> HardwareClass:
         return CLASSES["apple-mps"]
     if kind == "xla":
         return CLASSES["tpu-v5e"]
-    gpus = [d for d in _dev.torch_devices() if d.kind in ("cuda", "rocm")]
-    index = getattr(__import__("torch").device(device), "index", None) if device else None
-    info = gpus[index or 0] if gpus else None
-    if info is None:
+    import torch
+
+    gpus = _dev.nvidia_or_rocm_gpus()
+    if not gpus:
         return CLASSES["cuda-pre-volta"]
+    index = torch.device(device).index if device is not None else None
+    info = gpus[min(index or 0, len(gpus) - 1)]
     return classify_gpu(info.description, info.compute_capability, info.kind)
 
 
