@@ -9,6 +9,11 @@ environment variables are checked first (:func:`accelkit.device.has_tpu`, no Ten
 The probes are parameters (``tpu_probe``, ``gpu_probe``, ``tf``) so tests can fake a TPU or a
 multi-GPU machine without the hardware.
 
+This module owns the TensorFlow side only.  Elsewhere: the TPU device-file probe in
+:mod:`accelkit.device`; PyTorch process groups and the code inside torchrun workers in
+:mod:`accelkit.dist`; the all-reduce cost model in :mod:`accelkit.comm_model`; starting
+multi-worker TensorFlow processes (``TF_CONFIG``) in :mod:`accelkit.launch`.
+
 Sources: https://www.tensorflow.org/guide/tpu (TPU initialisation: ``TPUClusterResolver``,
 ``experimental_connect_to_cluster``, ``initialize_tpu_system``, ``TPUStrategy``) and
 https://www.tensorflow.org/guide/distributed_training (``MirroredStrategy``, default strategy).
@@ -145,29 +150,51 @@ def choose_strategy(
     if min_gpus < 1:
         raise ValueError(f"min_gpus must be >= 1, got {min_gpus}")
     tf = tf or device.import_tf()
-    notes: list[str] = []
-    address = tpu_probe() if allow_tpu else None
-    if address is not None:
-        try:
-            strategy = tf.distribute.TPUStrategy(connect_tpu(address, tf=tf))
-        except Exception as exc:  # any TPU failure falls back, with its reason in the note
-            notes.append(f"a TPU looks attached ({address!r}) but initialising it failed: "
-                         f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-        else:
-            n = int(strategy.num_replicas_in_sync)
-            return StrategyChoice(strategy, "tpu", n, f"TPU found (tpu={address!r}); "
-                                  f"TPUStrategy runs one replica on each of its {n} cores")
-    elif allow_tpu:
-        notes.append("no TPU attached (no /dev/accel*, $TPU_NAME or $COLAB_TPU_ADDR)")
-    gpus = (gpu_probe or (lambda: gpu_names(tf)))() if allow_mirrored else []
-    if allow_mirrored and len(gpus) >= min_gpus:
-        strategy = tf.distribute.MirroredStrategy(devices=gpus)
-        return StrategyChoice(strategy, "mirrored", int(strategy.num_replicas_in_sync),
-                              f"{len(gpus)} GPUs visible to TensorFlow; MirroredStrategy keeps "
-                              "one replica per GPU and all-reduces the gradients")
+    notes: list[str] = []  # why each option before the chosen one was passed over
+    if allow_tpu:
+        choice = _try_tpu(tpu_probe(), tf, notes)
+        if choice is not None:
+            return choice
+    gpus: list[str] = []
     if allow_mirrored:
+        gpus = (gpu_probe or (lambda: gpu_names(tf)))()
+        choice = _try_mirrored(gpus, min_gpus, tf, notes)
+        if choice is not None:
+            return choice
+    return _default_choice(tf, bool(gpus), notes)
+
+
+def _try_tpu(address: str | None, tf: Any, notes: list[str]) -> StrategyChoice | None:
+    """``TPUStrategy`` on the TPU at ``address``, or None (and a note in ``notes`` saying why)."""
+    if address is None:
+        notes.append("no TPU attached (no /dev/accel*, $TPU_NAME or $COLAB_TPU_ADDR)")
+        return None
+    try:
+        strategy = tf.distribute.TPUStrategy(connect_tpu(address, tf=tf))
+    except Exception as exc:  # any TPU failure falls back, with its reason in the note
+        notes.append(f"a TPU looks attached ({address!r}) but initialising it failed: "
+                     f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        return None
+    n = int(strategy.num_replicas_in_sync)
+    return StrategyChoice(strategy, "tpu", n, f"TPU found (tpu={address!r}); "
+                          f"TPUStrategy runs one replica on each of its {n} cores")
+
+
+def _try_mirrored(gpus: list[str], min_gpus: int, tf: Any,
+                  notes: list[str]) -> StrategyChoice | None:
+    """``MirroredStrategy`` over ``gpus`` when there are ``min_gpus`` of them, else None."""
+    if len(gpus) < min_gpus:
         notes.append(f"{len(gpus)} GPU(s), fewer than the {min_gpus} MirroredStrategy needs")
-    where = "/GPU:0" if gpus else "/CPU:0"
+        return None
+    strategy = tf.distribute.MirroredStrategy(devices=gpus)
+    return StrategyChoice(strategy, "mirrored", int(strategy.num_replicas_in_sync),
+                          f"{len(gpus)} GPUs visible to TensorFlow; MirroredStrategy keeps "
+                          "one replica per GPU and all-reduces the gradients")
+
+
+def _default_choice(tf: Any, has_gpu: bool, notes: list[str]) -> StrategyChoice:
+    """TensorFlow's default strategy (one device), the ``notes`` leading its reason."""
+    where = "/GPU:0" if has_gpu else "/CPU:0"
     reason = "; ".join(notes + [f"the default strategy runs on one device ({where}), "
                                 "no replication"])
     return StrategyChoice(tf.distribute.get_strategy(), "default", 1, reason)
