@@ -9,12 +9,18 @@ without a launcher is a group of one (rank 0 of 1), so the same script runs both
 
 Typical worker::
 
-    info = ak.dist.setup()                    # process group first, then wrap the model
-    model = DDP(model.to(info.device))
-    ak.dist.print0("epoch", epoch, "loss", loss)
-    ak.dist.teardown()
+    with ak.dist.session() as info:           # process group first, then wrap the model
+        model = DDP(model.to(info.device))
+        ak.dist.print0("epoch", epoch, "loss", loss)
+    # torn down here, also when the body raised (then recorded for torchrun: session())
 
-This module never imports IPython or matplotlib (it runs in worker processes).
+This module owns the code that runs inside a worker: rank and backend, setup/teardown,
+collective timing (:func:`time_collective`, :func:`measure_allreduce`,
+:func:`allreduce_vs_model`), rank-0 output.  Elsewhere: the pure all-reduce cost model
+(predict, fit, bus bandwidth) in :mod:`accelkit.comm_model`; starting workers (torchrun,
+``TF_CONFIG``) and reading their results in :mod:`accelkit.launch`; single-process timing
+statistics in :mod:`accelkit.bench`; TensorFlow strategies in :mod:`accelkit.strategy`.
+It never imports IPython or matplotlib (it runs in worker processes).
 """
 
 from __future__ import annotations
@@ -23,14 +29,19 @@ import atexit
 import gc
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from accelkit import comm_model
 from accelkit.bench import Timing
+
+#: Buffer sizes the workers fit the ring model on: 4 KiB .. 16 MiB, bytes.
+FIT_SIZES_BYTES: tuple[int, ...] = tuple(4**k for k in (6, 8, 10, 11, 12))
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,13 @@ def _env_int(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+def _has_group() -> bool:
+    """True when this process belongs to an initialised ``torch.distributed`` process group."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
 
 
 def is_launched() -> bool:
@@ -138,7 +156,7 @@ def rank_info() -> RankInfo:
     world = _env_int("WORLD_SIZE", 1)
     if not 0 <= rank < world:
         raise ValueError(f"RANK={rank} must be in 0..WORLD_SIZE-1 (WORLD_SIZE={world})")
-    backend = dist.get_backend() if dist.is_available() and dist.is_initialized() else ""
+    backend = dist.get_backend() if _has_group() else ""
     try:
         dev = device_for()
     except ValueError:  # LOCAL_RANK beyond the GPUs: setup() raises and says why
@@ -179,7 +197,7 @@ def setup(backend: str | None = None, *, timeout_s: float = 120,
                          "use backend=None (gloo on a CPU)")
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-    if is_launched() and not dist.is_initialized():
+    if is_launched() and not _has_group():
         kwargs: dict[str, Any] = {"backend": chosen, "timeout": timedelta(seconds=timeout_s)}
         if dev.type == "cuda":
             kwargs["device_id"] = dev  # lets NCCL bind the communicator eagerly
@@ -208,7 +226,7 @@ def teardown(barrier: bool = True) -> None:
     """
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
+    if _has_group():
         if barrier:
             dist.barrier()
         dist.destroy_process_group()
@@ -217,33 +235,69 @@ def teardown(barrier: bool = True) -> None:
 @contextmanager
 def session(backend: str | None = None, *, timeout_s: float = 120,
             threads: int | None = None) -> Iterator[RankInfo]:
-    """``with ak.dist.session() as info:`` = :func:`setup`, then :func:`teardown` at the end.
+    """``with ak.dist.session() as info:`` = :func:`setup`, the body, then :func:`teardown`.
 
-    The group is destroyed also when the body raises, so the launcher sees a clean failure.
+    Teardown always runs.  When the body ends normally it waits for every rank first (the
+    barrier of :func:`teardown`); when :func:`setup`, the body or that barrier raises it
+    destroys the group *without* a barrier (a peer that died, or that waits for this rank,
+    would never arrive) and re-raises.  Before that, an ``Exception`` is written to
+    torchrun's per-rank error file (``$TORCHELASTIC_ERROR_FILE``, through
+    ``torch.distributed.elastic``'s ``ErrorHandler``, as its ``@record`` decorator does), so
+    the launcher can say which rank failed and why; without torchrun nothing is written.
+    ``KeyboardInterrupt`` and ``SystemExit`` are not recorded (``@record`` does not either).
+
+    Args:
+        backend, timeout_s, threads: as for :func:`setup`.
+
+    Yields:
+        The :class:`RankInfo` of :func:`setup`.
+
+    Raises:
+        Whatever :func:`setup`, the body or the teardown barrier raises, unchanged.
     """
-    info = setup(backend, timeout_s=timeout_s, threads=threads)
     try:
+        info = setup(backend, timeout_s=timeout_s, threads=threads)
         yield info
-    except BaseException:
-        teardown(barrier=False)  # a failed rank must not wait for peers that wait for it
+        teardown()  # every rank arrives here: wait for the others, then destroy
+    except BaseException as exc:
+        if isinstance(exc, Exception):
+            _record_failure(exc)
+        with suppress(Exception):  # the exception in flight is the one to report
+            teardown(barrier=False)
         raise
-    teardown()
+
+
+def _record_failure(exc: BaseException) -> None:
+    """Write ``exc`` and its traceback to this rank's ``$TORCHELASTIC_ERROR_FILE``, if any.
+
+    The JSON (``{"message": {"message": "Type: text", "extraInfo": {"py_callstack": ...}}}``,
+    torch's ``ErrorHandler.record_exception``) is what torchrun and :mod:`accelkit.launch`
+    read back.  Call it inside the ``except`` block (the traceback is read from there).  A
+    file that cannot be written is warned about, never raised.
+    """
+    if not os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        return  # not under torchrun: the traceback on stderr is the whole report
+    from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+    try:
+        ErrorHandler().record_exception(exc)
+    except OSError as err:
+        warnings.warn(f"could not write torchrun's error file "
+                      f"{os.environ['TORCHELASTIC_ERROR_FILE']}: {err}", stacklevel=2)
 
 
 def get_rank() -> int:
     """Global rank (0 without a process group)."""
     import torch.distributed as dist
 
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else \
-        _env_int("RANK", 0)
+    return dist.get_rank() if _has_group() else _env_int("RANK", 0)
 
 
 def get_world_size() -> int:
     """World size (1 without a process group)."""
     import torch.distributed as dist
 
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else \
-        _env_int("WORLD_SIZE", 1)
+    return dist.get_world_size() if _has_group() else _env_int("WORLD_SIZE", 1)
 
 
 def is_main() -> bool:
@@ -262,7 +316,7 @@ def barrier() -> None:
     """Wait for every rank (no-op without a process group)."""
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
+    if _has_group():
         dist.barrier()
 
 
@@ -331,7 +385,7 @@ def time_collective(fn: Callable[[], Any], *, number: int = 10, repeats: int = 5
         barrier()
         times.append(timer.timeit(number).mean)
     t = torch.tensor(times, dtype=torch.float64)
-    if dist.is_available() and dist.is_initialized():
+    if _has_group():
         t = t.to(_comm_device())
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return Timing(label or "collective", tuple(t.cpu().tolist()), bytes_moved=nbytes,
@@ -366,7 +420,7 @@ def measure_allreduce(sizes_bytes: Sequence[int], *, repeats: int = 9, max_numbe
 
     if any(s < 4 for s in sizes_bytes) or repeats < 1 or max_number < 1 or block_bytes <= 0:
         raise ValueError("need sizes >= 4 bytes, repeats >= 1, max_number >= 1, block_bytes > 0")
-    if not (dist.is_available() and dist.is_initialized()):
+    if not _has_group():
         raise RuntimeError("measure_allreduce needs a process group: run the script under "
                            "torchrun and call ak.dist.setup() first")
     dev = _comm_device()
@@ -382,92 +436,39 @@ def measure_allreduce(sizes_bytes: Sequence[int], *, repeats: int = 9, max_numbe
             for s, v in times.items()}
 
 
-def ring_allreduce_s(nbytes: float, world_size: int, bus_gbps: float,
-                     latency_s: float = 0.0) -> float:
-    """Predict the time of a ring all-reduce of ``nbytes`` over ``world_size`` ranks.
+def allreduce_vs_model(nbytes: int,
+                       sizes_bytes: Sequence[int] = FIT_SIZES_BYTES) -> dict[str, Any]:
+    """Measure all-reduces, fit the ring model on ``sizes_bytes``, predict ``nbytes``, compare.
 
-    ``T = latency_s + 2 (N-1)/N * nbytes / bandwidth``: in a ring each rank sends and
-    receives ``(N-1)/N`` of the buffer twice (reduce-scatter, then all-gather) (Patarasuk &
-    Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 2009).
-    ``bus_gbps`` is the "bus bandwidth" of the NCCL tests (``busBw = algBw * 2(N-1)/N``),
-    so one number describes the link for any N; ``latency_s`` is the fixed cost of one
-    all-reduce (measure it with a tiny buffer).
-
-    Args:
-        nbytes: buffer size, bytes, >= 0.
-        world_size: ranks N, >= 1 (N = 1 costs nothing).
-        bus_gbps: bus bandwidth, GB/s (10**9 bytes/s), > 0.
-        latency_s: fixed cost per call, seconds, >= 0.
-
-    Returns:
-        Predicted seconds per all-reduce.
-
-    Raises:
-        ValueError: for negative sizes, ``world_size < 1`` or ``bus_gbps <= 0``.
-    """
-    if nbytes < 0 or latency_s < 0:
-        raise ValueError(f"nbytes and latency_s must be >= 0, got {nbytes}, {latency_s}")
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    if not bus_gbps > 0:
-        raise ValueError(f"bus_gbps must be > 0, got {bus_gbps}")
-    if world_size == 1:
-        return 0.0
-    return latency_s + 2 * (world_size - 1) / world_size * nbytes / (bus_gbps * 1e9)
-
-
-def fit_allreduce(sizes_bytes: Sequence[float], seconds: Sequence[float],
-                  world_size: int) -> tuple[float, float]:
-    """Fit the latency-bandwidth model of :func:`ring_allreduce_s` to measured times.
-
-    Least squares of ``t = latency + x / bandwidth`` with ``x = 2 (N-1)/N * size`` (the
-    "alpha-beta" model of Hockney, Parallel Computing 1994, applied to the ring).  Plain
-    least squares lets the largest buffers decide the slope: that is the regime of gradient
-    all-reduces (megabytes), and the fitted latency is then the offset of that regime, not
-    the time of an empty message (which small buffers would give).
+    The sequence of notebooks 01 and 04: :func:`measure_allreduce` of ``sizes_bytes`` and
+    ``nbytes`` together (interleaved, 9 blocks per size), then
+    :func:`accelkit.comm_model.fit_and_predict` on the medians of ``sizes_bytes`` only, so the
+    prediction for ``nbytes`` is made without its own measurement.  Collective: call on
+    every rank, after :func:`setup`.
 
     Args:
-        sizes_bytes: buffer sizes, bytes (at least two different ones).
-        seconds: measured seconds per all-reduce, one per size.
-        world_size: ranks N, >= 2.
+        nbytes: the buffer to predict and measure, bytes, >= 4 (e.g. the gradient's size).
+        sizes_bytes: the sizes to fit on, bytes, >= 4 each, at least two different ones
+            (default :data:`FIT_SIZES_BYTES`).
 
     Returns:
-        ``(latency_s, bus_gbps)``; the latency is clipped at 0.
+        A JSON-ready dict, the same on every rank: ``latency_s`` (s), ``bus_gbps`` (GB/s;
+        None with one rank), ``sizes_bytes``, ``sizes_median_s`` (s, the points fitted), and
+        for ``nbytes`` ``allreduce_predicted_s`` (0.0 with one rank), ``allreduce_measured_s``
+        (median) and ``allreduce_times_s`` (every block), seconds per all-reduce.
 
     Raises:
-        ValueError: for mismatched lengths, fewer than two sizes, ``world_size < 2``, or
-            times that do not grow with size (no bandwidth to fit).
+        ValueError: as :func:`measure_allreduce` and :func:`accelkit.comm_model.fit_allreduce`.
+        RuntimeError: without a process group.
     """
-    if len(sizes_bytes) != len(seconds) or len(set(sizes_bytes)) < 2:
-        raise ValueError("need one time per size and at least two different sizes")
-    if world_size < 2:
-        raise ValueError("fitting needs world_size >= 2")
-    if any(not t > 0 for t in seconds):
-        raise ValueError("every time must be > 0 seconds")
-    f = 2 * (world_size - 1) / world_size
-    xs = [f * s for s in sizes_bytes]
-    mx, my = sum(xs) / len(xs), sum(seconds) / len(seconds)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, seconds)) / sxx
-    if not slope > 0:
-        raise ValueError("the times do not grow with the size; measure larger buffers")
-    return max(0.0, my - slope * mx), 1.0 / slope / 1e9
-
-
-def bus_bandwidth_gbps(nbytes: float, world_size: int, seconds: float) -> float:
-    """Return the bus bandwidth (GB/s) of an all-reduce of ``nbytes`` that took ``seconds``.
-
-    ``busBw = 2 (N-1)/N * nbytes / seconds`` (NCCL tests' definition, PERFORMANCE.md),
-    the inverse of :func:`ring_allreduce_s` without latency.
-
-    Raises:
-        ValueError: for ``world_size < 2`` (no traffic) or ``seconds <= 0``.
-    """
-    if world_size < 2:
-        raise ValueError("bus bandwidth needs world_size >= 2 (one rank moves no bytes)")
-    if not seconds > 0:
-        raise ValueError(f"seconds must be > 0, got {seconds}")
-    return 2 * (world_size - 1) / world_size * nbytes / seconds / 1e9
+    sizes = list(sizes_bytes)
+    t = measure_allreduce(sizes + [nbytes])
+    medians = [t[s].median_s for s in sizes]
+    fit = comm_model.fit_and_predict(sizes, medians, get_world_size(), nbytes)
+    return {"latency_s": fit.latency_s, "bus_gbps": fit.bus_gbps, "sizes_bytes": sizes,
+            "sizes_median_s": medians, "allreduce_predicted_s": fit.predicted_s,
+            "allreduce_measured_s": t[nbytes].median_s,
+            "allreduce_times_s": list(t[nbytes].times_s)}
 
 
 def _comm_device() -> Any:
@@ -490,7 +491,7 @@ def replica_max_abs_diff(module: Any) -> float:
     import torch
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    if not _has_group() or dist.get_world_size() == 1:
         return 0.0
     flat = torch.cat([p.detach().reshape(-1).to(_comm_device(), torch.float64)
                       for p in module.parameters()])
@@ -500,12 +501,12 @@ def replica_max_abs_diff(module: Any) -> float:
 
 
 __all__ = [
+    "FIT_SIZES_BYTES",
     "RankInfo",
+    "allreduce_vs_model",
     "barrier",
-    "bus_bandwidth_gbps",
     "choose_backend",
     "device_for",
-    "fit_allreduce",
     "get_rank",
     "get_world_size",
     "is_launched",
@@ -514,7 +515,6 @@ __all__ = [
     "print0",
     "rank_info",
     "replica_max_abs_diff",
-    "ring_allreduce_s",
     "save_json",
     "session",
     "setup",

@@ -1,6 +1,10 @@
-"""accelkit.dist: rank info, backend choice, cost model; a real 2-rank gloo group at the end."""
+"""accelkit.dist: rank info, backend choice, session and error files; real 2-rank gloo groups
+(slow) at the end.  The cost model's tests are in test_comm_model.py."""
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -11,7 +15,8 @@ from accelkit import dist, launch
 
 @pytest.fixture
 def no_launcher(monkeypatch):
-    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+              "TORCHELASTIC_ERROR_FILE"):
         monkeypatch.delenv(k, raising=False)
 
 
@@ -69,26 +74,6 @@ def test_print0_and_save_json(no_launcher, tmp_path, capsys, monkeypatch):
     assert (tmp_path / "x1.json").exists()
 
 
-def test_ring_cost_model_and_fit():
-    # 2 ranks move 2*(1/2)*S = S bytes each; 1 GB at 1 GB/s = 1 s (+ latency).
-    assert dist.ring_allreduce_s(1e9, 2, 1.0) == pytest.approx(1.0)
-    assert dist.ring_allreduce_s(1e9, 4, 1.0, latency_s=0.5) == pytest.approx(0.5 + 1.5)
-    assert dist.ring_allreduce_s(1e9, 1, 1.0) == 0.0
-    assert dist.bus_bandwidth_gbps(1e9, 2, 1.0) == pytest.approx(1.0)
-    sizes = [1e3, 1e5, 1e6, 1e7]
-    times = [dist.ring_allreduce_s(s, 2, 2.5, 1e-4) for s in sizes]
-    lat, bw = dist.fit_allreduce(sizes, times, 2)
-    assert lat == pytest.approx(1e-4) and bw == pytest.approx(2.5)
-    with pytest.raises(ValueError):
-        dist.ring_allreduce_s(1, 2, 0)
-    with pytest.raises(ValueError):
-        dist.bus_bandwidth_gbps(1, 1, 1)
-    with pytest.raises(ValueError, match="grow"):
-        dist.fit_allreduce([1, 2], [2.0, 1.0], 2)
-    with pytest.raises(ValueError):
-        dist.fit_allreduce([1], [1.0], 2)
-
-
 def test_time_collective_alone_and_its_arguments(no_launcher):
     t = dist.time_collective(lambda: torch.ones(4).sum(), number=3, repeats=2, warmup=0)
     assert len(t.times_s) == 2 and t.median_s > 0
@@ -98,26 +83,89 @@ def test_time_collective_alone_and_its_arguments(no_launcher):
         dist.measure_allreduce([4])
 
 
+def test_session_tears_down_and_re_raises_without_torchrun(no_launcher, monkeypatch):
+    calls = []
+    monkeypatch.setattr(dist, "teardown", lambda barrier=True: calls.append(barrier))
+    with pytest.raises(ValueError, match="boom"), dist.session():
+        raise ValueError("boom")
+    assert calls == [False]  # no barrier while an exception is in flight
+    with dist.session():
+        pass
+    assert calls == [False, True]
+
+
+def test_session_records_the_exception_in_torchruns_error_file(no_launcher, tmp_path,
+                                                                monkeypatch):
+    err = tmp_path / "error.json"
+    monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(err))
+    with pytest.raises(ValueError, match="boom"), dist.session():
+        raise ValueError("boom")
+    msg = json.loads(err.read_text())["message"]
+    assert msg["message"] == "ValueError: boom"
+    assert "raise ValueError" in msg["extraInfo"]["py_callstack"]
+    err.unlink()
+    with pytest.raises(KeyboardInterrupt), dist.session():  # like torch's @record: not recorded
+        raise KeyboardInterrupt
+    assert not err.exists()
+    with pytest.raises(ValueError, match="timeout_s"), dist.session(timeout_s=0):
+        pass  # a failing setup is recorded too
+    assert "timeout_s" in json.loads(err.read_text())["message"]["message"]
+
+
+def test_allreduce_vs_model_needs_a_group(no_launcher):
+    with pytest.raises(RuntimeError, match="process group"):
+        dist.allreduce_vs_model(4096)
+
+
+@pytest.mark.slow
 def test_a_real_gloo_group(tmp_path, monkeypatch):
-    """Two ranks under torchrun: setup, replica check, timing, all-reduce fit."""
+    """Two ranks under torchrun: session, replica check, timing, measure -> fit -> predict."""
     monkeypatch.setenv("ACCELKIT_SCRATCH", str(tmp_path / "scratch"))
     out = tmp_path / "r.json"
     script = tmp_path / "w.py"
     script.write_text(textwrap.dedent(f"""\
         import torch, torch.distributed as td
         import accelkit as ak
-        info = ak.dist.setup()
-        torch.manual_seed(0)  # the same bias on every rank: only the weights differ
-        lin = torch.nn.Linear(3, 2)
-        torch.nn.init.constant_(lin.weight, float(info.rank))  # replicas differ by 1
-        diff = ak.dist.replica_max_abs_diff(lin)
-        t = ak.dist.measure_allreduce([4, 4096], repeats=2, max_number=3)
-        ak.dist.save_json({{"rank": info.rank, "world": info.world_size,
-                           "backend": info.backend, "diff": diff,
-                           "n_times": [len(v.times_s) for v in t.values()]}}, r"{out}")
-        ak.dist.teardown()
+        with ak.dist.session() as info:
+            torch.manual_seed(0)  # the same bias on every rank: only the weights differ
+            lin = torch.nn.Linear(3, 2)
+            torch.nn.init.constant_(lin.weight, float(info.rank))  # replicas differ by 1
+            diff = ak.dist.replica_max_abs_diff(lin)
+            t = ak.dist.measure_allreduce([4, 4096], repeats=2, max_number=3)
+            check = ak.dist.allreduce_vs_model(1 << 20, sizes_bytes=[4096, 1 << 22])
+            ak.dist.save_json({{"rank": info.rank, "world": info.world_size,
+                               "backend": info.backend, "diff": diff,
+                               "n_times": [len(v.times_s) for v in t.values()],
+                               "check": check}}, r"{out}")
+        assert not td.is_initialized()
         """))
     launch.torchrun(script, nproc=2, timeout_s=90, stream=False,
                     env={"CUDA_VISIBLE_DEVICES": ""})  # gloo on the CPU even on a 1-GPU box
     res = json.loads(out.read_text())
+    check = res.pop("check")
     assert res == {"rank": 0, "world": 2, "backend": "gloo", "diff": 1.0, "n_times": [2, 2]}
+    assert check["sizes_bytes"] == [4096, 1 << 22] and check["bus_gbps"] > 0
+    assert check["allreduce_predicted_s"] > 0 and len(check["allreduce_times_s"]) == 9
+
+
+@pytest.mark.slow
+def test_a_failing_rank_writes_torchruns_error_file(tmp_path):
+    """Rank 1 raises inside the session: torchrun gets its error file, names the cause."""
+    script = tmp_path / "w.py"
+    script.write_text(textwrap.dedent("""\
+        import accelkit as ak
+        with ak.dist.session(timeout_s=30) as info:
+            if info.rank == 1:
+                raise ValueError("rank 1 broke")
+        """))
+    logs = tmp_path / "logs"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node=2", f"--log-dir={logs}", str(script)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    files = sorted(logs.glob("*/attempt_0/1/error.json"))  # {run id}/attempt_0/{local rank}
+    assert len(files) == 1, sorted(logs.rglob("*"))
+    msg = json.loads(files[0].read_text())["message"]
+    assert msg["message"] == "ValueError: rank 1 broke"
+    assert "rank 1 broke" in proc.stderr  # torchrun's own report quotes the file

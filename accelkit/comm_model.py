@@ -1,0 +1,166 @@
+"""The all-reduce cost model: predict, fit and invert the time of a ring all-reduce.
+
+A ring all-reduce of ``S`` bytes over ``N`` ranks costs ``T = latency + 2 (N-1)/N * S / B``
+(Patarasuk & Yuan, JPDC 2009), with ``B`` the "bus bandwidth" of the NCCL tests: one number
+that describes a link for any ``N``.  :func:`ring_allreduce_s` predicts ``T``,
+:func:`fit_allreduce` fits ``latency`` and ``B`` to measured times, :func:`bus_bandwidth_gbps`
+turns one measured time into ``B``, and :func:`fit_and_predict` chains the fit and the
+prediction the way the workers of notebooks 01 and 04 use them.
+
+This module is pure arithmetic: no torch, no process group, safe to call in a notebook.
+Elsewhere: *measuring* all-reduce times is a collective and lives with the code that runs
+inside workers (:func:`accelkit.dist.measure_allreduce`, and
+:func:`accelkit.dist.allreduce_vs_model` for measure -> fit -> predict); the memory each
+strategy needs is :mod:`accelkit.memory`; compute time is :mod:`accelkit.roofline`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def ring_allreduce_s(nbytes: float, world_size: int, bus_gbps: float,
+                     latency_s: float = 0.0) -> float:
+    """Predict the time of a ring all-reduce of ``nbytes`` over ``world_size`` ranks.
+
+    ``T = latency_s + 2 (N-1)/N * nbytes / bandwidth``: in a ring each rank sends and
+    receives ``(N-1)/N`` of the buffer twice (reduce-scatter, then all-gather) (Patarasuk &
+    Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 2009).
+    ``bus_gbps`` is the "bus bandwidth" of the NCCL tests (``busBw = algBw * 2(N-1)/N``),
+    so one number describes the link for any N; ``latency_s`` is the fixed cost of one
+    all-reduce (measure it with a tiny buffer).
+
+    Args:
+        nbytes: buffer size, bytes, >= 0.
+        world_size: ranks N, >= 1 (N = 1 costs nothing).
+        bus_gbps: bus bandwidth, GB/s (10**9 bytes/s), > 0.
+        latency_s: fixed cost per call, seconds, >= 0.
+
+    Returns:
+        Predicted seconds per all-reduce.
+
+    Raises:
+        ValueError: for negative sizes, ``world_size < 1`` or ``bus_gbps <= 0``.
+    """
+    if nbytes < 0 or latency_s < 0:
+        raise ValueError(f"nbytes and latency_s must be >= 0, got {nbytes}, {latency_s}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if not bus_gbps > 0:
+        raise ValueError(f"bus_gbps must be > 0, got {bus_gbps}")
+    if world_size == 1:
+        return 0.0
+    return latency_s + 2 * (world_size - 1) / world_size * nbytes / (bus_gbps * 1e9)
+
+
+def fit_allreduce(sizes_bytes: Sequence[float], seconds: Sequence[float],
+                  world_size: int) -> tuple[float, float]:
+    """Fit the latency-bandwidth model of :func:`ring_allreduce_s` to measured times.
+
+    Least squares of ``t = latency + x / bandwidth`` with ``x = 2 (N-1)/N * size`` (the
+    "alpha-beta" model of Hockney, Parallel Computing 1994, applied to the ring).  Plain
+    least squares lets the largest buffers decide the slope: that is the regime of gradient
+    all-reduces (megabytes), and the fitted latency is then the offset of that regime, not
+    the time of an empty message (which small buffers would give).
+
+    Args:
+        sizes_bytes: buffer sizes, bytes (at least two different ones).
+        seconds: measured seconds per all-reduce, one per size.
+        world_size: ranks N, >= 2.
+
+    Returns:
+        ``(latency_s, bus_gbps)``; the latency is clipped at 0.
+
+    Raises:
+        ValueError: for mismatched lengths, fewer than two sizes, ``world_size < 2``, or
+            times that do not grow with size (no bandwidth to fit).
+    """
+    if len(sizes_bytes) != len(seconds) or len(set(sizes_bytes)) < 2:
+        raise ValueError("need one time per size and at least two different sizes")
+    if world_size < 2:
+        raise ValueError("fitting needs world_size >= 2")
+    if any(not t > 0 for t in seconds):
+        raise ValueError("every time must be > 0 seconds")
+    f = 2 * (world_size - 1) / world_size
+    xs = [f * s for s in sizes_bytes]
+    mx, my = sum(xs) / len(xs), sum(seconds) / len(seconds)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, seconds)) / sxx
+    if not slope > 0:
+        raise ValueError("the times do not grow with the size; measure larger buffers")
+    return max(0.0, my - slope * mx), 1.0 / slope / 1e9
+
+
+def bus_bandwidth_gbps(nbytes: float, world_size: int, seconds: float) -> float:
+    """Return the bus bandwidth (GB/s) of an all-reduce of ``nbytes`` that took ``seconds``.
+
+    ``busBw = 2 (N-1)/N * nbytes / seconds`` (NCCL tests' definition, PERFORMANCE.md),
+    the inverse of :func:`ring_allreduce_s` without latency.
+
+    Raises:
+        ValueError: for ``world_size < 2`` (no traffic) or ``seconds <= 0``.
+    """
+    if world_size < 2:
+        raise ValueError("bus bandwidth needs world_size >= 2 (one rank moves no bytes)")
+    if not seconds > 0:
+        raise ValueError(f"seconds must be > 0, got {seconds}")
+    return 2 * (world_size - 1) / world_size * nbytes / seconds / 1e9
+
+
+@dataclass(frozen=True)
+class RingPrediction:
+    """The ring model fitted on some buffer sizes, and its prediction for another size.
+
+    Attributes:
+        latency_s: fitted fixed cost per all-reduce, seconds (0.0 for one rank).
+        bus_gbps: fitted bus bandwidth, GB/s; None for one rank (it sends nothing, so
+            there is no bandwidth to fit).
+        nbytes: the buffer size predicted, bytes.
+        world_size: ranks N.
+        predicted_s: predicted seconds per all-reduce of ``nbytes`` (0.0 for one rank).
+    """
+
+    latency_s: float
+    bus_gbps: float | None
+    nbytes: float
+    world_size: int
+    predicted_s: float
+
+
+def fit_and_predict(sizes_bytes: Sequence[float], seconds: Sequence[float], world_size: int,
+                    nbytes: float) -> RingPrediction:
+    """Fit the ring model on measured ``(size, seconds)`` pairs, then predict ``nbytes``.
+
+    :func:`fit_allreduce`, then :func:`ring_allreduce_s`.  One rank moves no bytes: then
+    nothing is fitted (``bus_gbps`` None) and the prediction is 0 s.
+
+    Args:
+        sizes_bytes: buffer sizes the times were measured at, bytes (>= 2 different ones).
+        seconds: seconds per all-reduce, one per size (e.g. medians).
+        world_size: ranks N, >= 1.
+        nbytes: the buffer size to predict, bytes, >= 0 (typically the gradient's).
+
+    Returns:
+        A :class:`RingPrediction`.
+
+    Raises:
+        ValueError: as :func:`fit_allreduce` and :func:`ring_allreduce_s` (for N >= 2), or
+            for ``world_size < 1``.
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if world_size == 1:
+        return RingPrediction(0.0, None, nbytes, 1, 0.0)
+    latency, bus = fit_allreduce(sizes_bytes, seconds, world_size)
+    return RingPrediction(latency, bus, nbytes, world_size,
+                          ring_allreduce_s(nbytes, world_size, bus, latency))
+
+
+__all__ = [
+    "RingPrediction",
+    "bus_bandwidth_gbps",
+    "fit_allreduce",
+    "fit_and_predict",
+    "ring_allreduce_s",
+]
