@@ -34,7 +34,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)  # argv: None = the command line
-    info = ak.dist.setup()
+    with ak.dist.session() as info:  # the group is torn down even when run() raises
+        run(args, info)
+
+
+def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     world = info.world_size
     if args.batch % world:
         raise ValueError(f"--batch {args.batch} must be divisible by {world} ranks")
@@ -76,26 +80,16 @@ def main(argv: list[str] | None = None) -> None:
 
     local_s = timed(local_step, threads)
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    sizes = [4**k for k in (6, 8, 10, 11, 12)]  # 4 KiB .. 16 MiB
-    t = ak.dist.measure_allreduce(sizes + [grad_bytes])  # 9 interleaved blocks per size
-    # one rank sends nothing: no bandwidth to fit, nothing to predict
-    latency, bus = ak.dist.fit_allreduce(sizes, [t[s].median_s for s in sizes], world) \
-        if world > 1 else (0.0, None)
+    cost = ak.dist.allreduce_vs_model(grad_bytes)  # 9 interleaved blocks per size
     result.update({
         "threads_per_process": threads, "samples_per_s": args.batch / step_s,
-        "step_s": step_s, "step_no_sync_s": local_s,
-        "grad_bytes": grad_bytes, "latency_s": latency, "bus_gbps": bus,
-        "allreduce_predicted_s": ak.dist.ring_allreduce_s(grad_bytes, world, bus, latency)
-        if bus else 0.0,
-        "allreduce_measured_s": t[grad_bytes].median_s,
-        "sizes_bytes": sizes, "sizes_median_s": [t[s].median_s for s in sizes],
+        "step_s": step_s, "step_no_sync_s": local_s, "grad_bytes": grad_bytes, **cost,
     })
     ak.dist.save_json(result, args.out)
     ak.dist.print0(f"{world} processes x {threads} thread(s): {args.batch / step_s:,.0f} "
                    f"samples/s; all-reduce of {grad_bytes / 1e6:.2f} MB: predicted "
-                   f"{result['allreduce_predicted_s'] * 1e3:.2f} ms, measured "
-                   f"{result['allreduce_measured_s'] * 1e3:.2f} ms")
-    ak.dist.teardown()
+                   f"{cost['allreduce_predicted_s'] * 1e3:.2f} ms, measured "
+                   f"{cost['allreduce_measured_s'] * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

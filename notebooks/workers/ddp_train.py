@@ -29,7 +29,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lr", type=float, default=0.5)
     ap.add_argument("--out", type=Path, required=True, help="folder for log and checkpoint")
     args = ap.parse_args(argv)  # argv: None = the command line
-    info = ak.dist.setup()  # DDP: the process group first (gloo on CPU, NCCL on GPUs)
+    with ak.dist.session() as info:  # DDP: the process group first (gloo on CPU, NCCL on GPUs)
+        train(args, info)  # DDP: the group is torn down after it, also when it raises
+
+
+def train(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:  # DDP: + rank info
     if args.batch % info.world_size:  # DDP
         raise ValueError(f"--batch {args.batch} must be divisible by {info.world_size} ranks")
 
@@ -70,7 +74,6 @@ def main(argv: list[str] | None = None) -> None:
         (args.out / "log.json").write_text(json.dumps({
             "losses": losses, "world_size": info.world_size, "replica_max_abs_diff": replica_diff,
             "per_worker_batch": args.batch // info.world_size, "backend": info.backend}))
-    ak.dist.teardown()  # DDP
 
 
 if __name__ == "__main__":

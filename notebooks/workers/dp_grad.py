@@ -34,7 +34,11 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    info = ak.dist.setup()
+    with ak.dist.session() as info:  # the group is torn down even when run() raises
+        run(args, info)
+
+
+def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     rank, world = info.rank, info.world_size
     if args.batch % world:
         raise ValueError(f"--batch {args.batch} must be divisible by the {world} ranks")
@@ -61,24 +65,15 @@ def main() -> None:
     # Cost of that all-reduce: fit latency + bandwidth on other sizes (the ring model),
     # predict the gradient's size, then time the gradient-sized all-reduce itself.
     grad_bytes = grad.numel() * grad.element_size()
-    sizes = [4**k for k in (6, 8, 10, 11, 12)]  # 4 KiB .. 16 MiB
-    t = ak.dist.measure_allreduce(sizes + [grad_bytes])  # 9 interleaved blocks per size
-    # one rank sends nothing: no bandwidth to fit, nothing to predict
-    latency, bus = ak.dist.fit_allreduce(sizes, [t[s].median_s for s in sizes], world) \
-        if world > 1 else (0.0, None)
-    predicted = ak.dist.ring_allreduce_s(grad_bytes, world, bus, latency) if bus else 0.0
-    measured = t[grad_bytes].median_s
+    cost = ak.dist.allreduce_vs_model(grad_bytes)  # 9 interleaved blocks per size
     ak.dist.save_json({
         "world_size": world, "backend": info.backend, "global_batch": args.batch,
         "n_params": grad.numel(), "grad_bytes": grad_bytes, "grad_max_abs_err": err.item(),
-        "latency_s": latency, "bus_gbps": bus, "sizes_bytes": sizes,
-        "sizes_median_s": [t[s].median_s for s in sizes],
-        "allreduce_predicted_s": predicted, "allreduce_measured_s": measured,
-        "allreduce_times_s": t[grad_bytes].times_s,
+        **cost,
     }, args.out)
     ak.dist.print0(f"grad error {err.item():.2e}; all-reduce of {grad_bytes / 1e6:.2f} MB: "
-                   f"predicted {predicted * 1e3:.2f} ms, measured {measured * 1e3:.2f} ms")
-    ak.dist.teardown()
+                   f"predicted {cost['allreduce_predicted_s'] * 1e3:.2f} ms, "
+                   f"measured {cost['allreduce_measured_s'] * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,11 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    info = ak.dist.setup()
+    with ak.dist.session() as info:  # the group is torn down even when run() raises
+        run(args, info)
+
+
+def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     rank, world = info.rank, info.world_size
     d = ak.data.digits()
     x_all = torch.from_numpy(d.x_train.reshape(len(d.x_train), -1))
@@ -91,7 +95,6 @@ def main() -> None:
     ak.dist.print0(f"parameter bytes per rank: DDP {ddp_mem['params_bytes']:,}, "
                    f"FSDP2 {fsdp_mem['params_bytes']:,}; loss difference "
                    f"{max(abs(a - b) for a, b in zip(ddp_losses, fsdp_losses)):.2e}")
-    ak.dist.teardown()
 
 
 if __name__ == "__main__":

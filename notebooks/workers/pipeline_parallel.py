@@ -12,6 +12,7 @@ p stages, a stage idles for (p-1) of the (m+p-1) slots, the bubble.
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -93,7 +94,15 @@ def main() -> None:
     args = ap.parse_args()
     if args.microbatches not in args.sweep:
         raise ValueError(f"--microbatches {args.microbatches} must be one of --sweep {args.sweep}")
-    info = ak.dist.setup()
+    with ak.dist.session() as info:  # the group is torn down even when run() raises
+        run(args, info)
+
+
+MakeSchedule = Callable[[int], tuple[nn.Module, ScheduleGPipe]]
+Step = Callable[..., torch.Tensor | None]
+
+
+def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     rank, p = info.rank, info.world_size
     loss_fn = nn.MSELoss()  # mean over a micro-batch; GPipe averages over micro-batches
     torch.manual_seed(1)
@@ -114,6 +123,17 @@ def main() -> None:
             return schedule.step(*inputs, target=target, losses=losses)
         return schedule.step(*inputs)
 
+    max_err = check_against_unsplit(args, info, make_schedule, step, x, target, loss_fn)
+    sweep, timeline = bubble_sweep(args, info, make_schedule, step)
+    ak.dist.save_json({"world_size": p, "max_abs_err": max_err, "sweep": sweep,
+                       "microbatches": args.microbatches, "timeline": timeline}, args.out)
+
+
+def check_against_unsplit(args: argparse.Namespace, info: ak.dist.RankInfo,
+                          make_schedule: MakeSchedule, step: Step, x: torch.Tensor,
+                          target: torch.Tensor, loss_fn: nn.Module) -> float:
+    """Largest difference, over all stages, of output, loss and gradients from the unsplit model."""
+    rank, p = info.rank, info.world_size
     module, schedule = make_schedule(args.microbatches)
     losses: list = []
     out = step(schedule, losses)
@@ -129,10 +149,18 @@ def main() -> None:
                   abs(torch.stack(losses).mean().item() - loss_ref.item()))
     errs = torch.tensor([err], device=info.device)
     torch.distributed.all_reduce(errs, op=torch.distributed.ReduceOp.MAX)
+    return errs.item()
 
-    # Bubble: run steps for several m and clock, inside each step, the time this stage
-    # computes; the rest of the step it waits (the bubble, plus the sends and receives).
-    sweep = []
+
+def bubble_sweep(args: argparse.Namespace, info: ak.dist.RankInfo,
+                 make_schedule: MakeSchedule, step: Step) -> tuple[list[dict], list]:
+    """Idle fraction per m in ``args.sweep``, and every stage's timeline at ``args.microbatches``.
+
+    Runs steps for several m and clocks, inside each step, the time this stage computes;
+    the rest of the step it waits (the bubble, plus the sends and receives).
+    """
+    p = info.world_size
+    sweep, gathered = [], [None] * p
     for m in args.sweep:
         module, schedule = make_schedule(m)
         clock = BusyClock(module, info.device)
@@ -147,16 +175,13 @@ def main() -> None:
                 idle.append(1 - clock.busy_s / wall)
         if m == args.microbatches:  # keep the last step's timeline, times relative to its start
             timeline = [(k, a - t0, b - t0) for k, a, b in clock.segments] + [("end", wall, wall)]
-            gathered = [None] * p
             torch.distributed.all_gather_object(gathered, timeline)
         frac = torch.tensor([statistics.median(idle)], device=info.device)
         torch.distributed.all_reduce(frac)         # mean over the stages
         sweep.append({"m": m, "predicted": (p - 1) / (m + p - 1), "measured": frac.item() / p})
         ak.dist.print0(f"m={m}: bubble predicted {sweep[-1]['predicted']:.2f}, "
                        f"measured {sweep[-1]['measured']:.2f}")
-    ak.dist.save_json({"world_size": p, "max_abs_err": errs.item(), "sweep": sweep,
-                       "microbatches": args.microbatches, "timeline": gathered}, args.out)
-    ak.dist.teardown()
+    return sweep, gathered
 
 
 if __name__ == "__main__":

@@ -24,7 +24,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--lr", type=float, default=0.5)
     ap.add_argument("--out", type=Path, required=True, help="folder for log and checkpoint")
     args = ap.parse_args(argv)  # argv: None = the command line
+    train(args)
 
+
+def train(args: argparse.Namespace) -> None:
     torch.manual_seed(SEED)
     d = ak.data.digits()
     ds = TensorDataset(torch.from_numpy(d.x_train.reshape(len(d.x_train), -1)),  # (N, 64)

@@ -26,8 +26,11 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    info = ak.dist.setup()
+    with ak.dist.session() as info:  # the group is torn down even when run() raises
+        run(args, info)
 
+
+def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     torch.manual_seed(0)  # same weights and inputs on every rank
     ref = nn.Sequential(nn.Linear(args.dim, args.hidden), nn.ReLU(),
                         nn.Linear(args.hidden, args.dim)).to(info.device)
@@ -56,7 +59,6 @@ def main() -> None:
     }, args.out)
     ak.dist.print0(f"TP output error {out_err:.2e}, gradient error {grad_err:.2e}; "
                    f"local shapes {shards}")
-    ak.dist.teardown()
 
 
 if __name__ == "__main__":
