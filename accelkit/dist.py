@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -429,7 +430,7 @@ def measure_allreduce(sizes_bytes: Sequence[int], *, repeats: int = 9, max_numbe
     for _ in range(repeats):
         for s, buf in bufs.items():
             number = max(1, min(max_number, int(block_bytes // s)))
-            t = time_collective(lambda b=buf: dist.all_reduce(b), number=number, repeats=1,
+            t = time_collective(partial(dist.all_reduce, buf), number=number, repeats=1,
                                 warmup=warmup if not times[s] else 0)
             times[s].extend(t.times_s)
     return {s: Timing(f"all_reduce {s} B", tuple(v), bytes_moved=s, device=str(dev))
