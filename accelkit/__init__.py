@@ -20,6 +20,7 @@ _MODULES = (
     "bench",
     "checks",
     "config",
+    "course",
     "data",
     "device",
     "dist",
