@@ -21,6 +21,7 @@ _MODULES = (
     "checks",
     "comm_model",
     "config",
+    "course",
     "data",
     "device",
     "dist",

@@ -1,64 +1,77 @@
-"""Command line: ``python -m accelkit {run,doctor,roofline,verify}``."""
+"""Command line: ``python -m accelkit {run,doctor,roofline,verify}``.
+
+Owns argument parsing and resolving the size profile once for each command; the work is done
+by :mod:`accelkit.runner` (run), :mod:`accelkit.course` (doctor), :mod:`accelkit.roofline` and
+:mod:`accelkit.verify`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+from accelkit import config
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the accelkit command line; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="accelkit", description=__doc__)
+_PROFILE_HELP = f"ci, full or auto (default: ${config.PROFILE_ENV} or auto)"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="accelkit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="execute every notebook headless into a build folder")
     run.add_argument("--notebooks", default="notebooks")
     run.add_argument("--out", default="build")
-    run.add_argument("--profile", default=None, help="ci, full or auto (default: $ACCELKIT_PROFILE or auto)")
+    run.add_argument("--profile", default=None, help=_PROFILE_HELP)
     run.add_argument("--only", nargs="*", help="run only notebooks whose name contains these")
     doc = sub.add_parser("doctor", help="print the hardware card and which notebooks this machine "
                          "can run fully, or (--hardware NAME) the decisions for a hardware class")
     doc.add_argument("--hardware", default=None, metavar="NAME",
                      help="a hardware class (t4, a100, h200, cpu-avx2, tpu-v5e ...) or 'list'; "
                      "nothing is probed")
-    sub.add_parser("roofline", help="measure and print this machine's roofline")
+    doc.add_argument("--notebooks", default=None,
+                     help="the notebooks whose requirements are checked (default: ./notebooks)")
+    roof = sub.add_parser("roofline", help="measure and print this machine's roofline")
+    roof.add_argument("--profile", default=None, help=_PROFILE_HELP)
     ver = sub.add_parser("verify", help="nbval over every notebook; write verified/<class>.json "
                          "and README's 'Verified on' table")
     ver.add_argument("--notebooks", default="notebooks")
     ver.add_argument("--out", default="verified")
-    ver.add_argument("--profile", default=None, help="ci, full or auto (default: auto)")
+    ver.add_argument("--profile", default=None, help=_PROFILE_HELP)
     ver.add_argument("--only", nargs="*", help="verify only notebooks whose name contains these")
     ver.add_argument("--readme", default="README.md", help="README to update ('' to leave it)")
-    args = parser.parse_args(argv)
+    return parser
 
-    if args.cmd == "run":
-        from accelkit import runner
 
-        summary = runner.run_all(args.notebooks, args.out,
-                                 profile=args.profile or os.environ.get("ACCELKIT_PROFILE", "auto"),
-                                 only=args.only)
-        print(f"wrote {args.out}/summary.md and {args.out}/results.json")
-        return 0 if all(n["status"] in ("ok", "skipped") for n in summary["notebooks"].values()) else 1
+def main(argv: list[str] | None = None) -> int:
+    """Run the accelkit command line; returns the exit status (0 ok, 1 a notebook failed, 2 usage)."""
+    args = _parser().parse_args(argv)
     if args.cmd == "doctor":
-        from accelkit import env
+        from accelkit import course
 
         try:
-            print(env.doctor(args.hardware))
+            print(course.doctor(args.hardware, args.notebooks))
         except KeyError as exc:
             print(f"accelkit doctor: {exc.args[0]}", file=sys.stderr)
             return 2
         return 0
+    profile = config.profile(args.profile)
+    if args.cmd == "run":
+        from accelkit import runner
+
+        summary = runner.run_all(args.notebooks, args.out, profile=profile, only=args.only)
+        print(f"wrote {args.out}/summary.md and {args.out}/results.json")
+        return 0 if all(n["status"] in ("ok", "skipped") for n in summary["notebooks"].values()) else 1
     if args.cmd == "verify":
         from accelkit import verify
 
         rec = verify.verify(args.notebooks, args.out, only=args.only, readme=args.readme or None,
-                            profile=args.profile or os.environ.get("ACCELKIT_PROFILE", "auto"))
+                            profile=profile)
         print(f"wrote {args.out}/{rec['class']}{'-emulated' if rec['emulated'] else ''}.json")
         return 0 if all(n["status"] in ("ok", "skipped") for n in rec["notebooks"].values()) else 1
     if args.cmd == "roofline":
         from accelkit import roofline
 
-        print(roofline.report())
+        print(roofline.report(profile=profile))
         return 0
     return 2  # pragma: no cover
 

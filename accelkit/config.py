@@ -7,7 +7,15 @@
 * ``auto`` (default) – ``full`` when an accelerator is present, else ``ci``.
 
 Every notebook takes its sizes from ``profile().pick(ci=..., full=...)`` instead of
-writing its own ``if torch.cuda.is_available()`` branches.
+writing its own ``if torch.cuda.is_available()`` branches.  The profile is resolved once (a
+notebook's Setup cell, ``P = ak.config.profile()``, or the command line) and passed on to what
+uses it (``ak.roofline.measure(dev, profile=P)``, ``ak.plot.timing_bars(..., profile=P)``);
+:data:`PROFILE_ENV` is the one place the variable's name is written.
+
+Owns: the size profile, seeding, the scratch folder.  Lives elsewhere: the hardware class
+(whose ``profile`` field is what ``auto`` would pick on it) in :mod:`accelkit.hardware`; the
+results and run-summary variables (``ACCELKIT_RESULTS``, ``ACCELKIT_NOTEBOOK``) in
+:mod:`accelkit.report`.
 """
 
 from __future__ import annotations

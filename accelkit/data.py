@@ -1,12 +1,13 @@
-"""Small datasets that need no network: handwritten digits, synthetic tensors, opt-in MNIST.
+"""Small datasets that need no network: handwritten digits and synthetic tensors.
 
 The course trains on scikit-learn's handwritten digits (1,797 greyscale 8x8 images that ship
 inside scikit-learn, so CI never downloads anything), split once into train and test with a
 fixed, stratified, seeded split.  The same arrays feed PyTorch (``digits_torch``, channels
 first) and TensorFlow (``digits_tf``, channels last), so both frameworks see identical data.
 
-``mnist`` reads the standard MNIST IDX files for learners with a network; it downloads only
-when asked to (``download=True``) and is never called in CI.
+Owns the course's data only.  Lives elsewhere: the models that train on it in
+:mod:`accelkit.models`; the size profile that picks batch and problem sizes in
+:mod:`accelkit.config`.
 
 Example::
 
@@ -16,13 +17,7 @@ Example::
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,19 +28,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only
 
 DIGITS_CLASSES = 10
 DIGITS_SIZE = 1797
-
-# The MNIST files and their MD5 sums, as published by torchvision.datasets.MNIST.
-MNIST_MIRRORS = (
-    "https://ossci-datasets.s3.amazonaws.com/mnist/",
-    "https://storage.googleapis.com/cvdf-datasets/mnist/",
-)
-MNIST_FILES = {
-    "train-images-idx3-ubyte.gz": "f68b3c2dcbeaaa9fbdd348bbdeb94873",
-    "train-labels-idx1-ubyte.gz": "d53e105ee54ea40749a09fcbcd1e9432",
-    "t10k-images-idx3-ubyte.gz": "9fb629c4189551a2d022fa330f9573f3",
-    "t10k-labels-idx1-ubyte.gz": "ec29112dd5afa0611ce80d1b7f02629c",
-}
-
 
 @dataclass(frozen=True)
 class Digits:
@@ -216,104 +198,6 @@ def digits_tf(batch_size: int = 64, *, flat: bool = False, seed: int = 0,
     return train, test
 
 
-# ----------------------------------------------------------------------------- MNIST
-def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
-    """Read one IDX file (the MNIST format), gzipped or not, into a NumPy array.
-
-    Format (LeCun et al., http://yann.lecun.com/exdb/mnist/): two zero bytes, a type
-    byte (``0x08`` = uint8), a byte with the number of dimensions, one big-endian
-    uint32 per dimension, then the data in row-major order.
-
-    Args:
-        path: the ``.idx*-ubyte`` or ``.gz`` file.
-
-    Returns:
-        A ``uint8`` array of the stored shape, e.g. ``(60000, 28, 28)`` for images.
-
-    Raises:
-        ValueError: when the file is not a uint8 IDX file or its size does not match
-            its header (a truncated download: delete it and download again).
-    """
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        raw = fh.read()
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise ValueError(f"{path} is not a uint8 IDX file (bad magic number {raw[:4]!r})")
-    ndim = raw[3]
-    header = 4 + 4 * ndim
-    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
-    if len(raw) != header + int(np.prod(shape)):
-        raise ValueError(f"{path}: {len(raw) - header} data bytes do not match the header's "
-                         f"shape {shape}; the file is truncated, delete it and download again")
-    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
-
-
-def _md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
-
-
-def _download(name: str, dest: Path) -> None:  # pragma: no cover - needs a network
-    errors = []
-    for mirror in MNIST_MIRRORS:
-        try:
-            with urllib.request.urlopen(mirror + name, timeout=60) as resp:
-                dest.write_bytes(resp.read())
-        except (urllib.error.URLError, OSError) as exc:
-            errors.append(f"{mirror}: {exc}")
-            continue
-        if _md5(dest) == MNIST_FILES[name]:
-            return
-        dest.unlink()
-        errors.append(f"{mirror}: MD5 mismatch")
-    raise OSError(f"could not download {name}: " + "; ".join(errors))
-
-
-def mnist(root: str | os.PathLike[str], *, download: bool = False) -> Digits:
-    """Load MNIST (60,000 train and 10,000 test 28x28 digits) from IDX files in ``root``.
-
-    Opt-in for learners with a network: nothing is downloaded unless ``download=True``
-    (then the four standard ``.gz`` files are fetched from the mirrors torchvision uses and
-    checked against their published MD5 sums).  The course itself uses :func:`digits`.
-
-    Args:
-        root: the folder holding (or to receive) ``train-images-idx3-ubyte.gz`` and the
-            other three files.
-        download: fetch missing files.
-
-    Returns:
-        A :class:`Digits` with ``x_*: (N, 1, 28, 28) float32`` in ``[0, 1]`` and
-        ``y_*: (N,) int64``.
-
-    Raises:
-        FileNotFoundError: when files are missing and ``download`` is false (the message
-            names them and says to pass ``download=True``).
-        OSError: when a download fails on every mirror.
-        ValueError: when a file is not a valid IDX file.
-
-    Example: ``d = mnist("~/data/mnist", download=True)``
-    """
-    folder = Path(root).expanduser()
-    missing = [n for n in MNIST_FILES if not (folder / n).exists()]
-    if missing and not download:
-        raise FileNotFoundError(
-            f"MNIST files missing in {folder}: {', '.join(missing)}. Pass download=True to "
-            "fetch them (needs a network), or use accelkit.data.digits(), which ships with "
-            "scikit-learn and needs no download.")
-    if missing:  # pragma: no cover - needs a network
-        folder.mkdir(parents=True, exist_ok=True)
-        for name in missing:
-            _download(name, folder / name)
-
-    def images(name: str) -> np.ndarray:
-        return (read_idx(folder / name).astype(np.float32) / 255.0)[:, None, :, :]
-
-    def labels(name: str) -> np.ndarray:
-        return read_idx(folder / name).astype(np.int64)
-
-    return Digits(images("train-images-idx3-ubyte.gz"), labels("train-labels-idx1-ubyte.gz"),
-                  images("t10k-images-idx3-ubyte.gz"), labels("t10k-labels-idx1-ubyte.gz"))
-
-
 # ----------------------------------------------------------------------------- synthetic
 def synthetic(shape: tuple[int, ...] | list[int], *, dtype: Any = None, device: Any = "cpu",
               seed: int = 0) -> torch.Tensor:
@@ -353,52 +237,11 @@ def synthetic(shape: tuple[int, ...] | list[int], *, dtype: Any = None, device: 
     return torch.randn(tuple(shape), generator=gen, dtype=torch.float32).to(device, dtype)
 
 
-def synthetic_classification(n: int, features: int, classes: int,
-                             seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return a reproducible, learnable classification problem (Gaussian blobs).
-
-    Each class has a random centre (standard normal, scaled by 3); samples are the centre
-    plus standard-normal noise, so a linear model separates them well.
-
-    Args:
-        n: number of samples, >= 1.
-        features: input size, >= 1.
-        classes: number of classes, >= 2.
-        seed: the generator's seed, >= 0.
-
-    Returns:
-        ``(x, y)`` with ``x: (n, features) float32`` and ``y: (n,) int64`` in
-        ``0..classes-1``, on the CPU (use ``.numpy()`` for TensorFlow).
-
-    Raises:
-        ValueError: for ``n < 1``, ``features < 1``, ``classes < 2`` or a negative seed.
-        TypeError: for non-int arguments.
-
-    Example: ``x, y = synthetic_classification(1024, 32, 4)``
-    """
-    import torch
-
-    for name, value, low in (("n", n, 1), ("features", features, 1), ("classes", classes, 2)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < low:
-            raise ValueError(f"{name} must be >= {low}, got {value}")
-    _check_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
-    centres = 3.0 * torch.randn(classes, features, generator=gen)
-    y = torch.randint(0, classes, (n,), generator=gen)
-    x = centres[y] + torch.randn(n, features, generator=gen)
-    return x, y
-
-
 __all__ = [
     "DIGITS_CLASSES",
     "Digits",
     "digits",
     "digits_tf",
     "digits_torch",
-    "mnist",
-    "read_idx",
     "synthetic",
-    "synthetic_classification",
 ]

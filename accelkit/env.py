@@ -1,10 +1,14 @@
-"""The hardware card: a copy-pasteable report of this machine and the library versions.
+"""What this machine is: the hardware card, its capabilities, and the hardware-class cards.
 
-Also the ``doctor`` report: which notebooks this machine runs in full, and every decision
-the course takes on a hardware class (:func:`class_card`, for ``doctor --hardware NAME``).
-The class table itself lives in :mod:`accelkit.hardware`; the probes in
-:mod:`accelkit.device`.  Nothing here initialises CUDA or imports TensorFlow unless asked
-(``tf=True``).
+Owns the description of the machine only: :func:`hardware_summary` / :func:`hardware_card`
+(a copy-pasteable report of this machine and the library versions), :func:`capabilities`
+(what it has that a notebook may need: bf16 units, NCCL and two GPUs, a compiler ...) and
+:func:`class_card` / :func:`class_list` (every decision the course takes on a hardware class).
+
+Lives elsewhere: what each notebook needs (its metadata), the matching and the ``doctor``
+report in :mod:`accelkit.course`; the class table in :mod:`accelkit.hardware`; the probes in
+:mod:`accelkit.device`; the run summary in :mod:`accelkit.report`.  Nothing here initialises
+CUDA or imports TensorFlow unless asked (``tf=True``).
 """
 
 from __future__ import annotations
@@ -86,22 +90,37 @@ def hardware_card(tf: bool = False) -> str:
     return hardware_card_markdown(hardware_summary(tf=tf))
 
 
-# ----------------------------------------------------------------------------- doctor
+# ----------------------------------------------------------------------------- capabilities
 @dataclass(frozen=True)
-class Requirement:
-    """One thing a notebook needs to run in full, and whether this machine has it.
+class Capability:
+    """One thing a notebook may need, and whether this machine has it.
 
     Attributes:
-        notebook: the notebook(s), e.g. ``"02 mixed precision"``.
-        need: what is needed, e.g. ``"bf16 fast units"``.
-        met: whether this machine has it.
-        note: what was found, or what runs instead when it is missing.
+        name: the key notebooks use in their metadata (``"bf16_units"``), see :data:`CAPABILITIES`.
+        what: what it is, e.g. ``"bf16 fast units (CPU AVX512-BF16/AMX or GPU sm_80+)"``.
+        has: whether this machine has it.
+        found: what was found here (``"compiler: /usr/bin/g++"``, ``"no GPU"``).
     """
 
-    notebook: str
-    need: str
-    met: bool
-    note: str
+    name: str
+    what: str
+    has: bool
+    found: str
+
+
+#: Every capability :func:`capabilities` reports, with what it is.  Notebooks name these keys
+#: in their metadata (``{"accelkit": {"needs": {"bf16_units": "what runs instead"}}}``).
+CAPABILITIES = {
+    "cpu": "a CPU (any accelerator is optional)",
+    "tensorflow": "TensorFlow installed",
+    "gloo": "torch.distributed with gloo (CPU processes)",
+    "nccl_multi_gpu": "NCCL and >= 2 GPUs",
+    "bf16_units": "bf16 fast units (CPU AVX512-BF16/AMX or GPU sm_80+)",
+    "fp16_tensor_cores": "GPU fp16 tensor cores (sm_70+)",
+    "torch_compile": "torch.compile backend (C++ compiler on CPU, Triton on GPU)",
+    "tpu": "a TPU attached",
+    "torch_xla": "torch_xla installed",
+}
 
 
 def _gpus(info: dict[str, Any]) -> list[dict[str, Any]]:
@@ -119,18 +138,28 @@ def _dist_backends() -> tuple[bool, bool]:
     return dist.is_gloo_available(), dist.is_nccl_available()
 
 
-def requirements(info: dict[str, Any] | None = None) -> list[Requirement]:
-    """Check which notebooks' requirements this machine meets.
+def _compile_backend(gpus: list[dict[str, Any]]) -> tuple[bool, str]:
+    """Return whether ``torch.compile`` has a backend here (C++ compiler on CPU, Triton on GPU)."""
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+    has_triton = importlib.util.find_spec("triton") is not None
+    found = ((f"compiler: {cxx}" if cxx else "no C++ compiler on PATH")
+             + (f"; triton {'installed' if has_triton else 'absent'}" if gpus else ""))
+    return (bool(cxx) if not gpus else has_triton), found
+
+
+def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:
+    """Describe what this machine has, for matching against the notebooks' needs.
 
     Uses :func:`hardware_summary` (no TensorFlow import, no CUDA context) and cheap probes:
     ``torch.distributed`` backends, a C++ compiler on ``PATH`` (``torch.compile`` on the CPU),
-    installed packages (``importlib.util.find_spec``).
+    installed packages (``importlib.util.find_spec``).  What each notebook needs is declared
+    in its metadata and matched in :mod:`accelkit.course`.
 
     Args:
         info: a :func:`hardware_summary` dict; default: this machine's.
 
     Returns:
-        One :class:`Requirement` per row, in notebook order.
+        ``{name: Capability}`` for every key of :data:`CAPABILITIES`, in that order.
     """
     info = info or hardware_summary()
     libs = info.get("libraries", {})
@@ -141,78 +170,33 @@ def requirements(info: dict[str, Any] | None = None) -> list[Requirement]:
                                      if g.get("compute_capability") else None, g["kind"])
                for g in gpus]
     gloo, nccl = _dist_backends()
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
-    has_triton = importlib.util.find_spec("triton") is not None
+    compiles, compiler = _compile_backend(gpus)
     tpu = bool(info.get("tpu_attached"))
     n_gpu = len(gpus)
     first = f"{gpus[0]['description']}" if gpus else ""
-    rows = [
-        Requirement("00 device setup", "a CPU (any accelerator is optional)", True,
-                    f"{info['cpu_count']} CPU cores" + (f"; GPU: {first}" if gpus else "")),
-        Requirement("00 device setup", "TensorFlow installed", bool(libs.get("tensorflow")),
-                    "TF cells run" if libs.get("tensorflow") else "TF cells skip with a message"),
-        Requirement("01/04 parallelism", "torch.distributed with gloo (CPU processes)", gloo,
-                    "multi-process runs on the CPU" if gloo else "distributed cells skip"),
-        Requirement("01/04 parallelism", "NCCL and >= 2 GPUs", nccl and n_gpu >= 2,
-                    f"NCCL {'built' if nccl else 'absent'}, {n_gpu} GPU(s); "
-                    + ("runs on GPUs" if nccl and n_gpu >= 2 else "falls back to gloo on CPU")),
-        Requirement("02 mixed precision", "bf16 fast units (CPU AVX512-BF16/AMX or GPU sm_80+)",
-                    cpu_bf16 or any(c.bf16_units for c in gpu_cls),
-                    f"CPU class {cpu_cls.name}: " + ("bf16 units present" if cpu_bf16 else
-                                                     "no bf16 units, bf16 is slower than fp32")),
-        Requirement("02 mixed precision", "GPU fp16 tensor cores (sm_70+)",
-                    any(c.fp16_units and c.name != "cuda-pre-volta" for c in gpu_cls),
-                    first or "no GPU: the fp16 GPU path is explained, not run"),
-        Requirement("03 operator fusion", "torch.compile backend (C++ compiler on CPU, "
-                    "Triton on GPU)", bool(cxx) if not gpus else has_triton,
-                    (f"compiler: {cxx}" if cxx else "no C++ compiler on PATH")
-                    + (f"; triton {'installed' if has_triton else 'absent'}" if gpus else "")),
-        Requirement("05 TPU", "a TPU attached", tpu,
-                    "TPU found" if tpu else "no TPU: TPU-only cells skip with a message"),
-        Requirement("05 TPU", "torch_xla installed", bool(libs.get("torch_xla")),
-                    f"torch_xla {libs['torch_xla']}" if libs.get("torch_xla") else
-                    "torch_xla absent (PyTorch/XLA cells skip)"),
-    ]
-    return rows
-
-
-def doctor(hardware_name: str | None = None) -> str:
-    """Return the doctor report: this machine, or the decisions for a named hardware class.
-
-    Used by ``python -m accelkit doctor [--hardware NAME|list]``.  Does not import TensorFlow
-    or initialise CUDA; with ``hardware_name`` it does not probe the device at all.
-
-    Args:
-        hardware_name: ``None`` for this machine (hardware card, notebook requirements, the
-            class and its decisions); ``"list"`` for the table of classes; a class name
-            (``"t4"``) for that class's card and decisions.
-
-    Returns:
-        Markdown text.
-
-    Raises:
-        KeyError: for an unknown class name, listing the known ones.
-
-    Example: ``print(ak.env.doctor("t4"))``
-    """
-    if hardware_name == "list":
-        return class_list()
-    if hardware_name is not None:
-        return class_card(hardware.get(hardware_name))
-    info = hardware_summary()
-    rows = requirements(info)
-    lines = [hardware_card_markdown(info), "", "## Notebook requirements", "",
-             "| notebook | needs | here | note |", "|---|---|---|---|"]
-    lines += [f"| {r.notebook} | {r.need} | {'yes' if r.met else 'no'} | {r.note} |"
-              for r in rows]
-    from accelkit import config
-
-    lines += ["", f"Size profile: {config.profile()}", "",
-              class_card(hardware.for_device(), heading="## This machine's hardware class")]
-    return "\n".join(lines)
+    found = {
+        "cpu": (True, f"{info['cpu_count']} CPU cores" + (f"; GPU: {first}" if gpus else "")),
+        "tensorflow": (bool(libs.get("tensorflow")), f"tensorflow {libs['tensorflow']}"
+                       if libs.get("tensorflow") else "TensorFlow not installed"),
+        "gloo": (gloo, f"gloo {'built' if gloo else 'absent'}"),
+        "nccl_multi_gpu": (nccl and n_gpu >= 2, f"NCCL {'built' if nccl else 'absent'}, "
+                           f"{n_gpu} GPU(s)"),
+        "bf16_units": (cpu_bf16 or any(c.bf16_units for c in gpu_cls),
+                       f"CPU class {cpu_cls.name}: " + ("bf16 units present" if cpu_bf16 else
+                                                        "no bf16 units")
+                       + "".join(f"; GPU class {c.name}" for c in gpu_cls)),
+        "fp16_tensor_cores": (any(c.fp16_units and c.name != "cuda-pre-volta" for c in gpu_cls),
+                              first or "no GPU"),
+        "torch_compile": (compiles, compiler),
+        "tpu": (tpu, "TPU found" if tpu else "no TPU"),
+        "torch_xla": (bool(libs.get("torch_xla")), f"torch_xla {libs['torch_xla']}"
+                      if libs.get("torch_xla") else "torch_xla absent"),
+    }
+    return {k: Capability(k, what, *found[k]) for k, what in CAPABILITIES.items()}
 
 
 def class_list() -> str:
+
     """Return a Markdown table of every hardware class (``doctor --hardware list``)."""
     lines = ["| class | what | autocast | GradScaler | profile |", "|---|---|---|---|---|"]
     lines += [f"| `{c.name}` | {c.title} | {c.amp_dtype} | {'yes' if c.grad_scaler else 'no'} "

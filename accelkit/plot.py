@@ -9,9 +9,13 @@ measured.
 Uses the object API (``fig, ax = plt.subplots()``), which works with any backend,
 including the non-interactive ``Agg`` used in CI.
 
+Owns drawing only.  The size profile for the stamp is passed in (the notebook's ``P``), never
+re-read here: resolving it is :mod:`accelkit.config`'s; the measurements are
+:mod:`accelkit.bench`'s and :mod:`accelkit.roofline`'s.
+
 Example::
 
-    ax = ak.plot.timing_bars([eager, fused], "eager vs fused")
+    ax = ak.plot.timing_bars([eager, fused], "eager vs fused", profile=P)
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
     from accelkit.bench import Comparison, Timing
+    from accelkit.config import Profile
     from accelkit.roofline import Placement, Roofline
 
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
@@ -38,26 +43,20 @@ def _new_ax(ax: Axes | None, figsize: tuple[float, float] = (6.4, 3.6)) -> Axes:
     return new
 
 
-def _profile_name(profile: str | None) -> str:
-    if profile is not None:
-        return profile
-    from accelkit import config
-
-    return config.profile().name
-
-
-def stamp(ax: Axes, device: str, profile: str | None = None) -> Axes:
+def stamp(ax: Axes, device: str, profile: str | Profile) -> Axes:
     """Write ``device · profile <name>`` in small grey text in the lower-right corner of ``ax``.
 
     Args:
         ax: the axes to stamp.
         device: where the data was measured (``"cpu"``, ``"cuda:0 NVIDIA H200"``).
-        profile: the size profile; default: :func:`accelkit.config.profile`'s name.
+        profile: the size profile the data was measured in: its name (``"ci"``) or the
+            notebook's resolved :class:`~accelkit.config.Profile` (``P``); never re-read here.
 
     Returns:
         ``ax``.
     """
-    ax.text(0.995, 0.01, f"{device} · profile {_profile_name(profile)}", transform=ax.transAxes,
+    name = profile if isinstance(profile, str) else profile.name
+    ax.text(0.995, 0.01, f"{device} · profile {name}", transform=ax.transAxes,
             ha="right", va="bottom", fontsize=7, color="0.45", gid="accelkit-stamp")
     return ax
 
@@ -70,7 +69,7 @@ def _time_unit(seconds: float) -> tuple[str, float]:
 
 
 def timing_bars(timings: Sequence[Timing], title: str = "", *, device: str | None = None,
-                profile: str | None = None, ax: Axes | None = None) -> Axes:
+                profile: str | Profile, ax: Axes | None = None) -> Axes:
     """Draw one horizontal bar per timing: the median, with the interquartile range as error bar.
 
     The time unit (s, ms, µs, ns) is chosen from the slowest median.
@@ -79,7 +78,7 @@ def timing_bars(timings: Sequence[Timing], title: str = "", *, device: str | Non
         timings: from :func:`accelkit.bench.measure`/``compare``; one bar each, top to bottom.
         title: the plot's title.
         device: for the stamp; default: the first timing's ``device``.
-        profile: for the stamp; default: the current size profile.
+        profile: for the stamp (the notebook's ``P``).
         ax: draw here instead of on a new figure.
 
     Returns:
@@ -116,7 +115,7 @@ def timing_bars(timings: Sequence[Timing], title: str = "", *, device: str | Non
 
 
 def ratios(comparison: Comparison, title: str = "", *, floor: float | None = None,
-           profile: str | None = None, ax: Axes | None = None) -> Axes:
+           profile: str | Profile, ax: Axes | None = None) -> Axes:
     """Draw the histogram of a comparison's per-pair speedups, its median and its interval.
 
     A machine with modes (shared cores, frequency licences, a noisy neighbour) shows two
@@ -126,7 +125,7 @@ def ratios(comparison: Comparison, title: str = "", *, floor: float | None = Non
         comparison: from :func:`accelkit.bench.compare`.
         title: the plot's title (default: candidate vs baseline).
         floor: the claim's floor, drawn as a red line when given.
-        profile: for the stamp; default: the current size profile.
+        profile: for the stamp (the notebook's ``P``).
         ax: draw here instead of on a new figure.
 
     Returns:
@@ -203,7 +202,7 @@ def roofline(roof: Roofline, points: Sequence[Placement] = (), *, title: str = "
 
 
 def _finish(ax: Axes, xlabel: str, ylabel: str, title: str, logy: bool, *, legend: bool,
-            device: str, profile: str | None) -> Axes:
+            device: str, profile: str | Profile) -> Axes:
     """Label, grid, legend and stamp a line plot (shared by the curve helpers)."""
     if logy:
         ax.set_yscale("log")
@@ -218,7 +217,7 @@ def _finish(ax: Axes, xlabel: str, ylabel: str, title: str, logy: bool, *, legen
 
 def throughput_curve(xs: Sequence[float], ys: Sequence[float] | Mapping[str, Sequence[float]],
                      *, xlabel: str, ylabel: str, title: str = "", device: str = "cpu",
-                     profile: str | None = None, logx: bool = False, logy: bool = False,
+                     profile: str | Profile, logx: bool = False, logy: bool = False,
                      ax: Axes | None = None) -> Axes:
     """Draw throughput against a size (batch size, tensor size, workers ...), one line per series.
 
@@ -228,7 +227,7 @@ def throughput_curve(xs: Sequence[float], ys: Sequence[float] | Mapping[str, Seq
             as ``xs``; in the unit named by ``ylabel``.
         xlabel, ylabel: axis labels, with units (``"samples/s"``).
         title: the plot's title.
-        device, profile: for the stamp.
+        device, profile: for the stamp (``profile``: the notebook's ``P``).
         logx, logy: log scales.
         ax: draw here instead of on a new figure.
 
@@ -255,7 +254,7 @@ def throughput_curve(xs: Sequence[float], ys: Sequence[float] | Mapping[str, Seq
 
 def loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "",
                 xlabel: str = "epoch", ylabel: str = "training loss", device: str = "cpu",
-                profile: str | None = None, logy: bool = False,
+                profile: str | Profile, logy: bool = False,
                 ax: Axes | None = None) -> Axes:
     """Draw one loss curve per run (e.g. ``{"PyTorch": losses, "Keras": history["loss"]}``).
 
@@ -264,7 +263,7 @@ def loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "",
     Args:
         curves: ``{label: per-epoch losses}``.
         title, xlabel, ylabel: text.
-        device, profile: for the stamp.
+        device, profile: for the stamp (``profile``: the notebook's ``P``).
         logy: log scale for the loss.
         ax: draw here instead of on a new figure.
 

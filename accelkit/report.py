@@ -1,10 +1,16 @@
-"""Record measured results from inside a notebook, for ``make run``'s summary.
+"""Results and the run summary: what notebooks record, and what ``make run`` writes about it.
 
 A notebook calls ``ak.report.record("amp.matmul_bf16_speedup", 2.1, "x")``.  Under
 ``make run`` the runner sets ``ACCELKIT_RESULTS`` to a JSON-lines file and
-``ACCELKIT_NOTEBOOK`` to the notebook's name; each record is appended there and gathered into
-``build/results.json``.  Outside the runner, records are kept in memory only
-(:func:`recorded`), so running a notebook by hand writes nothing.
+``ACCELKIT_NOTEBOOK`` to the notebook's name; each record is appended there.  Outside the
+runner, records are kept in memory only (:func:`recorded`), so running a notebook by hand
+writes nothing.
+
+Owns the run summary: :func:`results` (the records gathered by key), :func:`summary` (the
+``results.json`` object: hardware card, profile, per-notebook outcome, results),
+:func:`summary_markdown` and :func:`write_summary` (``build/results.json`` and
+``build/summary.md``).  Lives elsewhere: executing notebooks in :mod:`accelkit.runner`, the
+machine's description in :mod:`accelkit.env`, nbval records in :mod:`accelkit.verify`.
 """
 
 from __future__ import annotations
@@ -13,12 +19,19 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers only
+    from accelkit.config import Profile
 
 RESULTS_ENV = "ACCELKIT_RESULTS"
 NOTEBOOK_ENV = "ACCELKIT_NOTEBOOK"
+SUMMARY_JSON, SUMMARY_MD = "results.json", "summary.md"
 _KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 _records: list[Result] = []
 
@@ -98,3 +111,82 @@ def format_value(value: Any, unit: str = "") -> str:
     else:
         text = str(value)
     return f"{text} {unit}".strip() if unit not in ("", "x") else (text + ("x" if unit else ""))
+
+
+def plain(text: str) -> str:
+    """Return ``text`` without ANSI colour/cursor codes (Jupyter tracebacks carry them)."""
+    return _ANSI.sub("", text)
+
+
+# ----------------------------------------------------------------------------- run summary
+def results(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Gather the records in a results file by key: ``{key: {"value", "unit", "notebook"}}``.
+
+    A key recorded twice keeps its last value; a missing file gives ``{}``.
+    """
+    return {r.key: {"value": r.value, "unit": r.unit, "notebook": r.notebook}
+            for r in load_jsonl(path)}
+
+
+def summary(notebooks: Mapping[str, Mapping[str, Any]], gathered: Mapping[str, Mapping[str, Any]],
+            profile: Profile, *, previous: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Assemble the run summary (the ``results.json`` object) of one ``make run``.
+
+    Args:
+        notebooks: ``{name: {"status", "wall_s", "error"}}`` for the notebooks run now.
+        gathered: :func:`results` of this run's results file.
+        profile: the resolved size profile the notebooks ran in.
+        previous: an earlier summary (:func:`load_summary`) that a partial run updates: its
+            entries for notebooks not run now are kept; those of notebooks run now are replaced.
+
+    Returns:
+        ``{"hardware": env.hardware_summary(), "profile": {"name", "reason"},
+        "notebooks": {name: {...}}, "results": {key: {...}}}``, notebooks and keys sorted.
+    """
+    from accelkit import env
+
+    runs, res = dict(notebooks), dict(gathered)
+    if previous:
+        res = {k: v for k, v in previous.get("results", {}).items()
+               if v.get("notebook") not in runs} | res
+        runs = {k: v for k, v in previous.get("notebooks", {}).items() if k not in runs} | runs
+    return {
+        "hardware": env.hardware_summary(),
+        "profile": {"name": profile.name, "reason": profile.reason},
+        "notebooks": dict(sorted(runs.items())),
+        "results": dict(sorted(res.items())),
+    }
+
+
+def load_summary(out: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Read ``<out>/results.json`` written by :func:`write_summary`; ``None`` when there is none."""
+    path = Path(out) / SUMMARY_JSON
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def write_summary(out: str | os.PathLike[str], run_summary: Mapping[str, Any]) -> None:
+    """Write ``<out>/results.json`` (the summary as JSON) and ``<out>/summary.md`` (Markdown)."""
+    out_dir = Path(out)
+    (out_dir / SUMMARY_JSON).write_text(json.dumps(run_summary, indent=2) + "\n", encoding="utf-8")
+    (out_dir / SUMMARY_MD).write_text(summary_markdown(run_summary), encoding="utf-8")
+
+
+def summary_markdown(run_summary: Mapping[str, Any]) -> str:
+    """Render a ``results.json`` object as Markdown: hardware card, notebooks, results, failures."""
+    from accelkit import env
+
+    prof = run_summary["profile"]
+    lines = ["# accelkit run summary", "", env.hardware_card_markdown(run_summary["hardware"]), "",
+             f"Size profile: **{prof['name']}** ({prof['reason']})",
+             "", "## Notebooks", "", "| notebook | status | wall time |", "|---|---|---|"]
+    for name, nb in run_summary["notebooks"].items():
+        lines.append(f"| {name} | {nb['status']} | {nb['wall_s']:.1f} s |")
+    lines += ["", "## Results", "", "| key | value | notebook |", "|---|---|---|"]
+    for key, res in run_summary["results"].items():
+        lines.append(f"| `{key}` | {format_value(res['value'], res['unit'])} | {res['notebook']} |")
+    failed = [n for n, nb in run_summary["notebooks"].items()
+              if nb["status"] not in ("ok", "skipped")]
+    if failed:
+        lines += ["", "## Failures", ""]
+        lines += [f"- **{n}**: {plain(run_summary['notebooks'][n]['error'])}" for n in failed]
+    return "\n".join(lines) + "\n"

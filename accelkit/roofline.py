@@ -17,7 +17,7 @@ below the datasheet's; they are what a kernel on this machine can actually reach
 
 Example::
 
-    roof = ak.roofline.measure()
+    roof = ak.roofline.measure(profile=P)   # P = ak.config.profile(), resolved once
     mm = ak.bench.measure(lambda: a @ b, flops=2 * n**3, bytes_moved=3 * n * n * 4)
     print(roof.place(mm, "fp32"))          # intensity, achieved vs attainable TFLOP/s
 """
@@ -313,7 +313,7 @@ def _copy(numel: int, dev: Any, run_time: float) -> bench.Timing:
                          bytes_moved=2 * numel * 4, device=dev, min_run_time=run_time, warmup=1)
 
 
-def measure(device: Any = None, *, profile: str | config.Profile | None = None,
+def measure(device: Any = None, *, profile: str | config.Profile,
             dtypes: Sequence[Any] | None = None,
             min_run_time: float | None = None) -> Roofline:
     """Measure this device's roofline: matmul TFLOP/s per dtype and copy GB/s.
@@ -326,7 +326,8 @@ def measure(device: Any = None, *, profile: str | config.Profile | None = None,
 
     Args:
         device: a torch device or string; default: :func:`accelkit.device.best_torch_device`.
-        profile: the size profile; default :func:`accelkit.config.profile`.
+        profile: the size profile, resolved once by the caller (``P = ak.config.profile()``;
+            a name is resolved with :func:`accelkit.config.profile`).
         dtypes: which matmul dtypes to measure; default fp32 and bf16 everywhere, fp16 on
             GPUs and on CPUs with fp16 units (AVX512-FP16/AMX-FP16).  A dtype the device
             cannot run is left out.
@@ -371,14 +372,19 @@ def _device_name(dev: Any) -> str:
     return kind
 
 
-def report(device: Any = None) -> str:
-    """Measure the roofline and return it as text (``python -m accelkit roofline``)."""
-    roof = measure(device)
+def report(device: Any = None, *, profile: str | config.Profile) -> str:
+    """Measure the roofline and return it as text (``python -m accelkit roofline``).
+
+    Args:
+        device: as for :func:`measure`.
+        profile: the size profile, as for :func:`measure`.
+    """
+    roof = measure(device, profile=profile)
     lines = [str(roof), "", roof.table(), "", "Measurements:"]
     lines += [f"- {t}" for t in roof.timings]
     lines += ["", "A kernel with arithmetic intensity I (FLOP/byte) can reach at most "
               "min(peak, I x bandwidth) (Williams, Waterman & Patterson, CACM 2009).",
-              f"Sizes from the {roof.profile!r} profile (ACCELKIT_PROFILE=ci|full|auto)."]
+              f"Sizes from the {roof.profile!r} profile ({config.PROFILE_ENV}=ci|full|auto)."]
     return "\n".join(lines)
 
 

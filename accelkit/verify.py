@@ -8,7 +8,9 @@ hardware card, every recorded result and pass/fail per notebook.  README.md's "V
 table is generated from those records (:func:`readme_table`, :func:`update_readme`), so only
 what was really run appears there.
 
-Executing notebooks for a build folder is :mod:`accelkit.runner`'s job; this module checks.
+Owns the verification records and the README table.  Lives elsewhere: executing notebooks for
+a build folder in :mod:`accelkit.runner`; which notebooks there are and what each requires in
+:mod:`accelkit.course`; recording and gathering results in :mod:`accelkit.report`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accelkit import config, hardware, report, runner
+from accelkit import config, course, hardware, report
 
 FORMAT = 1
 START, END = "<!-- verified:start -->", "<!-- verified:end -->"
@@ -49,14 +51,14 @@ def _nbval(path: Path, profile: str, results: Path, scratch: Path,
         out, rc = f"timed out after {timeout_s:.0f} s: {exc}", -1
     counts = {k.rstrip("s"): int(n) for n, k in _COUNTS.findall(out.splitlines()[-1] if out else "")}
     status = "ok" if rc == 0 else ("timeout" if rc == -1 else "failed")
-    failed = [line for line in runner.plain(out).splitlines() if line.startswith("FAILED")]
+    failed = [line for line in report.plain(out).splitlines() if line.startswith("FAILED")]
     return {"status": status, "cells_passed": counts.get("passed", 0),
             "cells_failed": counts.get("failed", 0) + counts.get("error", 0),
             "wall_s": round(time.perf_counter() - start, 1), "failures": failed[:10]}
 
 
 def verify(notebooks: str | os.PathLike[str] = "notebooks",
-           out: str | os.PathLike[str] = "verified", *, profile: str = "auto",
+           out: str | os.PathLike[str] = "verified", *, profile: str | config.Profile = "auto",
            only: list[str] | None = None, timeout_s: float = 900,
            readme: str | os.PathLike[str] | None = "README.md") -> dict[str, Any]:
     """Run nbval over the notebooks and write ``<out>/<class>.json``; update the README table.
@@ -64,7 +66,8 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
     Args:
         notebooks: the folder holding ``NN_*.ipynb``.
         out: the folder for the records (created).
-        profile: ``ci``, ``full`` or ``auto`` (the profile that fits this machine).
+        profile: ``ci``, ``full`` or ``auto`` (the profile that fits this machine), or a
+            resolved :class:`~accelkit.config.Profile`.
         only: run only notebooks whose name contains one of these strings.
         timeout_s: seconds allowed per notebook.
         readme: the README whose "Verified on" table is regenerated; ``None`` leaves it.
@@ -77,12 +80,12 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
     """
     from accelkit import env
 
-    paths = runner.find_notebooks(notebooks)
+    paths = course.find_notebooks(notebooks)
     if only:
         paths = [p for p in paths if any(o in p.stem for o in only)]
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    resolved = config.profile(profile)
+    resolved = profile if isinstance(profile, config.Profile) else config.profile(profile)
     cls = hardware.for_device()  # $ACCELKIT_HARDWARE names an emulated CPU class
     emulated = cls.kind == "cpu" and cls != hardware.probed_cpu()
     work = Path(config.scratch_dir("verify"))
@@ -90,7 +93,7 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
     results_file.unlink(missing_ok=True)
     runs: dict[str, Any] = {}
     for path in paths:
-        missing = runner.missing_requirements(path)
+        missing = course.missing_modules(path)
         if missing:
             runs[path.stem] = {"status": "skipped", "reason": f"not installed: {', '.join(missing)}"}
         else:
@@ -103,8 +106,7 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
         "profile": resolved.name, "versions": info.pop("libraries"),
         "hardware": {k: v for k, v in info.items() if k not in ("platform",)},
         "notebooks": runs,
-        "results": {r.key: {"value": r.value, "unit": r.unit, "notebook": r.notebook}
-                    for r in report.load_jsonl(results_file)},
+        "results": report.results(results_file),
     }
     name = cls.name + ("-emulated" if emulated else "")
     (out_dir / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -1,8 +1,6 @@
-"""accelkit.data: the digits split, loaders for both frameworks, MNIST files, synthetic data."""
+"""accelkit.data: the digits split, loaders for both frameworks, synthetic data."""
 
 from __future__ import annotations
-
-import gzip
 
 import numpy as np
 import pytest
@@ -98,45 +96,6 @@ def test_digits_tf_flat_and_drop_remainder():
         data.digits_tf(0)
 
 
-def _write_idx(path, array: np.ndarray) -> None:
-    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(
-        int(s).to_bytes(4, "big") for s in array.shape)
-    with gzip.open(path, "wb") as fh:
-        fh.write(header + array.astype(np.uint8).tobytes())
-
-
-def test_read_idx_round_trip(tmp_path):
-    arr = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
-    _write_idx(tmp_path / "x.gz", arr)
-    np.testing.assert_array_equal(data.read_idx(tmp_path / "x.gz"), arr)
-
-
-def test_read_idx_rejects_bad_files(tmp_path):
-    (tmp_path / "bad").write_bytes(b"\x00\x00\x0d\x01\x00\x00\x00\x01\x00")
-    with pytest.raises(ValueError, match="not a uint8 IDX"):
-        data.read_idx(tmp_path / "bad")
-    (tmp_path / "short").write_bytes(bytes([0, 0, 8, 1, 0, 0, 0, 5, 1, 2]))
-    with pytest.raises(ValueError, match="truncated"):
-        data.read_idx(tmp_path / "short")
-
-
-def test_mnist_without_files_says_how_to_get_them(tmp_path):
-    with pytest.raises(FileNotFoundError, match="download=True"):
-        data.mnist(tmp_path)
-
-
-def test_mnist_reads_local_files_without_network(tmp_path):
-    rng = np.random.default_rng(0)
-    for split_name, n in (("train", 5), ("t10k", 3)):
-        _write_idx(tmp_path / f"{split_name}-images-idx3-ubyte.gz",
-                   rng.integers(0, 256, (n, 28, 28)))
-        _write_idx(tmp_path / f"{split_name}-labels-idx1-ubyte.gz", rng.integers(0, 10, n))
-    d = data.mnist(tmp_path)
-    assert d.x_train.shape == (5, 1, 28, 28) and d.x_test.shape == (3, 1, 28, 28)
-    assert d.x_train.dtype == np.float32 and d.x_train.max() <= 1.0
-    assert d.y_train.dtype == np.int64
-
-
 def test_synthetic_is_seeded_and_typed():
     a = data.synthetic((3, 4), seed=1)
     assert a.shape == (3, 4) and a.dtype == torch.float32
@@ -156,16 +115,3 @@ def test_synthetic_is_seeded_and_typed():
 def test_synthetic_rejects_bad_input(kwargs, err):
     with pytest.raises(err):
         data.synthetic(**kwargs)
-
-
-def test_synthetic_classification_is_learnable():
-    x, y = data.synthetic_classification(400, 16, 4, seed=0)
-    assert x.shape == (400, 16) and x.dtype == torch.float32 and y.dtype == torch.int64
-    assert set(y.tolist()) == {0, 1, 2, 3}
-    centres = torch.stack([x[y == c].mean(0) for c in range(4)])
-    nearest = torch.cdist(x, centres).argmin(1)
-    assert (nearest == y).float().mean() > 0.9
-    with pytest.raises(ValueError, match="classes"):
-        data.synthetic_classification(10, 4, 1)
-    with pytest.raises(TypeError, match="n must"):
-        data.synthetic_classification(10.0, 4, 2)

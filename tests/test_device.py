@@ -106,14 +106,14 @@ def _fake_gpu_machine(monkeypatch, gpus):
 
 
 def test_probes_never_initialise_cuda(monkeypatch):
-    from accelkit import config, env, hardware, launch, precision
+    from accelkit import config, course, env, hardware, launch, precision
 
     _fake_gpu_machine(monkeypatch, [("NVIDIA H200", 141 * 2**30, (9, 0))])
     gpu = device.torch_devices()[0]
     assert (gpu.name, gpu.compute_capability, gpu.supports_bf16) == ("cuda:0", (9, 0), True)
     assert device.best_torch_device().kind == "cuda"
     assert config.profile("auto").name == "full"
-    assert "NVIDIA H200" in env.hardware_card() and "NVIDIA H200" in env.doctor()
+    assert "NVIDIA H200" in env.hardware_card() and "NVIDIA H200" in course.doctor()
     assert hardware.for_device("cuda:0").name == "h200"
     assert precision.amp_choice("cuda").dtype == torch.bfloat16
     assert launch.worker_plan(1).device == "cuda"

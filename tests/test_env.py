@@ -1,9 +1,6 @@
-"""accelkit.env: the hardware card and doctor, without importing TensorFlow or starting CUDA."""
+"""accelkit.env: the hardware card and the machine's capabilities, without TensorFlow or CUDA."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 from accelkit import env
 
@@ -16,40 +13,26 @@ def _info(**over):
     return info
 
 
-def _row(rows, notebook, need_part):
-    found = [r for r in rows if r.notebook == notebook and need_part in r.need]
-    assert len(found) == 1, (notebook, need_part)
-    return found[0]
-
-
-def test_requirements_follow_the_hardware():
-    cpu_only = env.requirements(_info())
-    assert not _row(cpu_only, "02 mixed precision", "bf16").met
-    assert not _row(cpu_only, "02 mixed precision", "fp16").met
-    assert not _row(cpu_only, "00 device setup", "TensorFlow").met
-    assert not _row(cpu_only, "05 TPU", "TPU attached").met
-    amx = env.requirements(_info(cpu_features={"amx_bf16": True}))
-    assert _row(amx, "02 mixed precision", "bf16").met
+def test_capabilities_follow_the_hardware():
+    cpu_only = env.capabilities(_info())
+    assert list(cpu_only) == list(env.CAPABILITIES)
+    assert cpu_only["cpu"].has and cpu_only["cpu"].found == "2 CPU cores"
+    assert not cpu_only["bf16_units"].has and not cpu_only["fp16_tensor_cores"].has
+    assert not cpu_only["tensorflow"].has and not cpu_only["tpu"].has
+    assert cpu_only["fp16_tensor_cores"].found == "no GPU"
+    amx = env.capabilities(_info(cpu_features={"amx_bf16": True}))
+    assert amx["bf16_units"].has and "bf16 units present" in amx["bf16_units"].found
     gpu = {"kind": "cuda", "name": "cuda:0", "description": "Test GPU",
            "compute_capability": (7, 5), "memory_bytes": 2**34}
-    turing = env.requirements(_info(torch_devices=[gpu]))
-    assert _row(turing, "02 mixed precision", "fp16").met
-    assert not _row(turing, "02 mixed precision", "bf16").met
-    tpu = env.requirements(_info(tpu_attached=True, libraries={"torch_xla": "2.5"}))
-    assert _row(tpu, "05 TPU", "TPU attached").met and _row(tpu, "05 TPU", "torch_xla").met
+    turing = env.capabilities(_info(torch_devices=[gpu]))
+    assert turing["fp16_tensor_cores"].has and not turing["bf16_units"].has
+    assert "GPU: Test GPU" in turing["cpu"].found
+    assert "1 GPU(s)" in turing["nccl_multi_gpu"].found and not turing["nccl_multi_gpu"].has
+    tpu = env.capabilities(_info(tpu_attached=True, libraries={"torch_xla": "2.5"}))
+    assert tpu["tpu"].has and tpu["torch_xla"].has and tpu["torch_xla"].found == "torch_xla 2.5"
 
 
-def test_doctor_has_card_and_table():
-    text = env.doctor()
-    assert "## Hardware card" in text and "| notebook | needs | here | note |" in text
-    for nb in ("00 device setup", "01/04 parallelism", "02 mixed precision", "05 TPU"):
-        assert nb in text
-    assert "Size profile" in text
-
-
-def test_doctor_neither_imports_tensorflow_nor_initialises_cuda():
-    code = ("import sys, accelkit.env as e; e.doctor(); import torch; "
-            "print('tensorflow' in sys.modules, torch.cuda.is_initialized())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, timeout=120)
-    assert out.stdout.split() == ["False", "False"]
+def test_hardware_card_names_cpu_and_libraries():
+    card = env.hardware_card_markdown(_info(libraries={"torch": "2.0"}))
+    assert card.startswith("## Hardware card") and "Test CPU (2 cores usable)" in card
+    assert "torch 2.0" in card

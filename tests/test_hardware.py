@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from accelkit import env, hardware, precision
+from accelkit import course, env, hardware, precision
 
 GPU_FP16_ONLY = ("cuda-pre-volta", "v100", "t4")
 GPU_BF16 = ("a10", "l4", "a100", "h100-pcie", "h100", "h200", "mi300x")
@@ -61,7 +61,7 @@ def test_mps_and_tpu():
     assert (mps.device_type, mps.dtype, mps.needs_scaler) == ("mps", torch.float16, True)
     tpu = precision.amp_choice(hw=hardware.get("tpu-v5e"))
     assert (tpu.device_type, tpu.dtype, tpu.needs_scaler) == ("xla", torch.bfloat16, False)
-    assert "XLA" in env.doctor("tpu-v5e") and hardware.get("tpu-v5e").peak_tflops["bf16"] == 197
+    assert "XLA" in course.doctor("tpu-v5e") and hardware.get("tpu-v5e").peak_tflops["bf16"] == 197
 
 
 @pytest.mark.parametrize("feats, machine, expected", [
@@ -121,15 +121,15 @@ def test_datasheet_peaks_come_from_the_table():
 
 
 def test_doctor_hardware_names_the_decisions():
-    t4 = env.doctor("t4")
+    t4 = course.doctor("t4")
     assert "float16, with GradScaler" in t4
     assert "bf16 vs fp32 matmul (00, 02) | no claim" in t4
     for name in ("a100", "h200"):
-        assert "autocast: bfloat16, no GradScaler" in env.doctor(name)
-    avx2 = env.doctor("cpu-avx2")
+        assert "autocast: bfloat16, no GradScaler" in course.doctor(name)
+    avx2 = course.doctor("cpu-avx2")
     assert "bf16 vs fp32 matmul (00, 02) | no claim" in avx2
     assert "ONEDNN_MAX_CPU_ISA=AVX2" in avx2
-    listing = env.doctor("list")
+    listing = course.doctor("list")
     assert all(f"`{name}`" in listing for name in hardware.CLASSES)
 
 

@@ -1,9 +1,13 @@
 """The project's files agree with each other: environment.yml, pyproject, constraints, CI."""
 
 import re
+import sys
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10: tomli, pinned in constraints.txt for < 3.11 only
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -12,10 +16,23 @@ def _name(req: str) -> str:
     return re.split(r"[<>=!~\[ ;@]", req.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def _pyproject_packages() -> set[str]:
+def _environment_python() -> str:
+    return re.search(r"^\s+- python=(\d+\.\d+)$", (ROOT / "environment.yml").read_text(),
+                     re.M).group(1)
+
+
+def _applies(req: str, python: str | None) -> bool:
+    """False for a ``; python_version < "X.Y"`` requirement when ``python`` is X.Y or later."""
+    m = re.search(r";\s*python_version\s*<\s*['\"](\d+)\.(\d+)['\"]", req)
+    return python is None or m is None or tuple(map(int, python.split("."))) < (
+        int(m.group(1)), int(m.group(2)))
+
+
+def _pyproject_packages(python: str | None = None) -> set[str]:
+    """The packages pyproject names (for ``python``: those it installs there)."""
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = meta["dependencies"] + meta["optional-dependencies"]["dev"]
-    return {_name(r) for r in reqs}
+    return {_name(r) for r in reqs if _applies(r, python)}
 
 
 def _environment_packages() -> set[str]:
@@ -28,7 +45,9 @@ def _environment_packages() -> set[str]:
 
 
 def test_environment_yml_names_the_same_packages_as_pyproject():
-    assert _environment_packages() == _pyproject_packages()
+    assert _environment_packages() == _pyproject_packages(_environment_python())
+    assert _applies("tomli; python_version < '3.11'", "3.10")
+    assert not _applies("tomli; python_version < '3.11'", "3.11")
 
 
 def test_every_package_is_pinned_in_constraints():
@@ -46,3 +65,11 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in readme and "make test" in ci
+
+
+def test_tomllib_is_never_imported_without_its_310_fallback():
+    """pyproject allows Python 3.10, which has no tomllib: every import needs the tomli fallback."""
+    for path in [*ROOT.glob("accelkit/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob("tools/*.py")]:
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"^\s*import tomllib", text, re.M):
+            assert "import tomli as tomllib" in text, f"{path.name}: tomllib without fallback"

@@ -38,9 +38,9 @@ def test_timing_bars_draws_medians_with_iqr():
 
 def test_timing_bars_rejects_bad_input():
     with pytest.raises(ValueError):
-        plot.timing_bars([], "x")
+        plot.timing_bars([], "x", profile="ci")
     with pytest.raises(TypeError):
-        plot.timing_bars([1.0], "x")
+        plot.timing_bars([1.0], "x", profile="ci")
 
 
 def test_roofline_plot_is_log_log_with_one_roof_per_dtype():
@@ -66,13 +66,23 @@ def test_throughput_curve_and_loss_curves():
     assert "profile ci" in _stamp(ax)
 
 
+def test_the_stamp_takes_the_profile_it_is_given_not_the_environment(monkeypatch):
+    from accelkit import config
+
+    monkeypatch.setenv(config.PROFILE_ENV, "ci")
+    ax = plot.loss_curves({"PyTorch": [1.0]}, profile=config.profile("full"))
+    assert _stamp(ax) == "cpu · profile full"
+    with pytest.raises(TypeError):
+        plot.stamp(ax, "cpu")  # type: ignore[call-arg]  # the profile is not optional
+
+
 def test_curves_reject_bad_input():
     with pytest.raises(ValueError, match="3 x values"):
-        plot.throughput_curve([1, 2, 3], [1, 2], xlabel="x", ylabel="y")
+        plot.throughput_curve([1, 2, 3], [1, 2], xlabel="x", ylabel="y", profile="ci")
     with pytest.raises(ValueError):
-        plot.loss_curves({})
+        plot.loss_curves({}, profile="ci")
     with pytest.raises(ValueError, match="empty"):
-        plot.loss_curves({"a": []})
+        plot.loss_curves({"a": []}, profile="ci")
 
 
 def test_ratios_histogram_shows_the_interval_and_the_floor():

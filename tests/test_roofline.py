@@ -124,10 +124,10 @@ def test_measure_rejects_absent_device():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(DeviceNotAvailableError):
-        roofline.measure("cuda")
+        roofline.measure("cuda", profile="ci")
 
 
 def test_report_cites_the_model(monkeypatch):
-    monkeypatch.setattr(roofline, "measure", lambda device=None: ROOF)
-    text = roofline.report()
+    monkeypatch.setattr(roofline, "measure", lambda device=None, profile=None: ROOF)
+    text = roofline.report(profile="ci")
     assert "Williams" in text and "fp32" in text and "100 GB/s" in text

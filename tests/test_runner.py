@@ -1,9 +1,11 @@
+"""accelkit.runner: executing notebooks headless; the summary itself is tested in test_report."""
+
 import json
 
 import nbformat
 import pytest
 
-from accelkit import runner
+from accelkit import course, runner
 
 
 def _nb(path, *sources):
@@ -14,6 +16,7 @@ def _nb(path, *sources):
     return path
 
 
+@pytest.mark.slow
 def test_run_all_gathers_results_and_never_writes_notebooks(tmp_path):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
@@ -45,9 +48,12 @@ def test_refuses_to_write_into_notebooks_folder(tmp_path):
         runner.execute(src, src)
 
 
-def test_no_notebooks_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no NN_"):
-        runner.find_notebooks(tmp_path)
+def test_only_matching_nothing_is_a_clear_error(tmp_path):
+    nbdir = tmp_path / "notebooks"
+    nbdir.mkdir()
+    _nb(nbdir / "00_x.ipynb", "1")
+    with pytest.raises(FileNotFoundError, match="matches --only 99"):
+        runner.run_all(nbdir, tmp_path / "build", profile="ci", only=["99"])
 
 
 def test_notebook_requiring_an_absent_package_is_skipped(tmp_path):
@@ -57,13 +63,14 @@ def test_notebook_requiring_an_absent_package_is_skipped(tmp_path):
     nb = nbformat.read(path, as_version=4)
     nb.metadata["accelkit"] = {"requires": ["no_such_module_xyz", "json"]}
     nbformat.write(nb, path)
-    assert runner.missing_requirements(path) == ["no_such_module_xyz"]
+    assert course.missing_modules(path) == ["no_such_module_xyz"]
     summary = runner.run_all(nbdir, tmp_path / "build", profile="ci")
     assert summary["notebooks"]["00_needs"] == {"status": "skipped", "wall_s": 0.0,
                                                 "error": "not installed: no_such_module_xyz"}
     assert "## Failures" not in (tmp_path / "build" / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_partial_run_updates_earlier_summary_and_clears_stale_outputs(tmp_path):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
@@ -80,6 +87,3 @@ def test_partial_run_updates_earlier_summary_and_clears_stale_outputs(tmp_path):
     executed = nbformat.read(tmp_path / "build" / "01_b.ipynb", as_version=4)
     assert executed.cells[2].outputs == [] and executed.cells[2].execution_count is None
 
-
-def test_plain_strips_ansi_colour_codes():
-    assert runner.plain("\x1b[0;31mRuntimeError\x1b[0m: boom\x1b[?25h") == "RuntimeError: boom"

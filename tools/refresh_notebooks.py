@@ -12,11 +12,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from accelkit import runner
+from accelkit import course, runner
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(a) for a in argv] or runner.find_notebooks("notebooks")
+    paths = [Path(a) for a in argv] or course.find_notebooks("notebooks")
     failed = 0
     for path in paths:
         run = runner.execute(path, path, profile="ci", in_place=True, html=False)
