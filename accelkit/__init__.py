@@ -23,9 +23,12 @@ _MODULES = (
     "data",
     "device",
     "dist",
+    "dtypes",
+    "emulation",
     "env",
     "fusion",
     "hardware",
+    "keras_mp",
     "launch",
     "memory",
     "models",
@@ -35,6 +38,7 @@ _MODULES = (
     "roofline",
     "runner",
     "strategy",
+    "tf_device",
 )
 
 __all__ = list(_MODULES)
@@ -45,9 +49,9 @@ def _emulate_hardware_class() -> None:
     import os
 
     if os.environ.get("ACCELKIT_HARDWARE"):
-        from accelkit import hardware
+        from accelkit import emulation
 
-        hardware.apply_emulation()
+        emulation.apply()
 
 
 _emulate_hardware_class()

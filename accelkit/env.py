@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from accelkit import device, hardware
+from accelkit import device, emulation, hardware, tf_device
 
 _LIBS = ("accelkit", "torch", "tensorflow", "keras", "numpy", "torch_xla")
 
@@ -41,11 +41,11 @@ def hardware_summary(tf: bool = False) -> dict[str, Any]:
     info = device.summary()
     best = info.get("torch_best", {}).get("device")
     info["hardware_class"] = hardware.for_device(best).name if best else None
-    info["emulated"] = hardware.emulation_note()
+    info["emulated"] = emulation.note()
     info["libraries"] = library_versions()
-    if tf and device.has_tf():
-        info["tf_devices"] = [d.name + " " + d.description for d in device.tf_devices()]
-        info["tf_best"] = str(device.best_tf_device())
+    if tf and tf_device.has_tf():
+        info["tf_devices"] = [d.name + " " + d.description for d in tf_device.tf_devices()]
+        info["tf_best"] = str(tf_device.best_tf_device())
     return info
 
 
@@ -137,8 +137,7 @@ def requirements(info: dict[str, Any] | None = None) -> list[Requirement]:
     gpus = _gpus(info)
     cpu_cls = hardware.classify_cpu(info.get("cpu_features", {}), info.get("machine", "x86_64"))
     cpu_bf16 = cpu_cls.bf16_units
-    gpu_cls = [hardware.classify_gpu(g["description"], tuple(g["compute_capability"] or (0, 0))
-                                     if g.get("compute_capability") else None, g["kind"])
+    gpu_cls = [hardware.classify_gpu(g["description"], g.get("compute_capability"), g["kind"])
                for g in gpus]
     gloo, nccl = _dist_backends()
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
@@ -161,7 +160,7 @@ def requirements(info: dict[str, Any] | None = None) -> list[Requirement]:
                     f"CPU class {cpu_cls.name}: " + ("bf16 units present" if cpu_bf16 else
                                                      "no bf16 units, bf16 is slower than fp32")),
         Requirement("02 mixed precision", "GPU fp16 tensor cores (sm_70+)",
-                    any(c.fp16_units and c.name != "cuda-pre-volta" for c in gpu_cls),
+                    any(c.tensor_cores for c in gpu_cls),
                     first or "no GPU: the fp16 GPU path is explained, not run"),
         Requirement("03 operator fusion", "torch.compile backend (C++ compiler on CPU, "
                     "Triton on GPU)", bool(cxx) if not gpus else has_triton,
