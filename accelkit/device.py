@@ -239,10 +239,13 @@ def nvidia_or_rocm_gpus() -> list[DeviceInfo]:
     if not (getattr(torch.version, "cuda", None) or hip):
         return []  # a CPU-only build of PyTorch
     kind = "rocm" if hip else "cuda"
-    facts = None if hip else nvml_gpus()
-    if facts is None:  # ROCm, or no NVML: ask torch (this initialises the driver)
+    nvml = None if hip else nvml_gpus()
+    facts: list[tuple[str, int | None, tuple[int, int] | None]]
+    if nvml is None:  # ROCm, or no NVML: ask torch (this initialises the driver)
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
         facts = [(f"{kind.upper()} GPU {i}", None, None) for i in range(n)]
+    else:
+        facts = list(nvml)
     out = []
     for i, (name, mem, cc) in enumerate(facts):
         out.append(DeviceInfo.from_class(hardware.classify_gpu(name, cc, kind), "torch", kind,
