@@ -25,9 +25,12 @@ _MODULES = (
     "data",
     "device",
     "dist",
+    "dtypes",
+    "emulation",
     "env",
     "fusion",
     "hardware",
+    "keras_mp",
     "launch",
     "memory",
     "models",
@@ -37,6 +40,7 @@ _MODULES = (
     "roofline",
     "runner",
     "strategy",
+    "tf_device",
 )
 
 __all__ = list(_MODULES)
@@ -47,9 +51,9 @@ def _emulate_hardware_class() -> None:
     import os
 
     if os.environ.get("ACCELKIT_HARDWARE"):
-        from accelkit import hardware
+        from accelkit import emulation
 
-        hardware.apply_emulation()
+        emulation.apply()
 
 
 _emulate_hardware_class()

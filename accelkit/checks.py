@@ -1,15 +1,19 @@
 """Assertions for notebooks, with messages a learner can act on.
 
 They raise ``AssertionError`` (so nbval marks the cell as failed) with what was expected,
-what was found and, for timing checks, the hardware class that set the bound.
+what was found and, for timing checks, the hardware class that set the bound.  This module
+owns the assertions and the default tolerance per dtype; dtype names are read by
+:mod:`accelkit.dtypes`, speedup verdicts come from :mod:`accelkit.bench`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-# Default tolerances by dtype: (rtol, atol).  fp32 values follow torch.testing's defaults;
-# low-precision ones follow its bf16/fp16 defaults.
+from accelkit import dtypes
+
+# Default tolerances by canonical dtype name (accelkit.dtypes): (rtol, atol).  fp32 values
+# follow torch.testing's defaults; low-precision ones follow its bf16/fp16 defaults.
 _TOL = {
     "float64": (1e-7, 1e-7),
     "float32": (1.3e-6, 1e-5),
@@ -22,13 +26,14 @@ _TOL = {
 def tolerance(dtype: Any) -> tuple[float, float]:
     """Return the default ``(rtol, atol)`` for comparing tensors of ``dtype``.
 
-    Accepts torch/NumPy/TF dtypes or names (``"bfloat16"``).  Values follow
-    ``torch.testing.assert_close``'s defaults.
+    Accepts torch/NumPy/TF dtypes or names (``"bfloat16"``, ``"bf16"``; read by
+    :func:`accelkit.dtypes.canonical`).  Values follow ``torch.testing.assert_close``'s
+    defaults.
 
     Raises:
         ValueError: for a dtype with no default (integers compare exactly; pass tolerances).
     """
-    name = str(getattr(dtype, "name", dtype)).replace("torch.", "")
+    name = dtypes.canonical(dtype)
     if name not in _TOL:
         raise ValueError(f"no default tolerance for dtype {name!r}; pass rtol and atol")
     return _TOL[name]

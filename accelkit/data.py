@@ -154,7 +154,7 @@ def digits_tf(batch_size: int = 64, *, flat: bool = False, seed: int = 0,
               drop_remainder: bool = False) -> tuple[Any, Any]:
     """Return ``tf.data.Dataset``s over the digits split of :func:`digits`, channels last.
 
-    TensorFlow is imported here (lazily, through :func:`accelkit.device.import_tf`).  The
+    TensorFlow is imported here (lazily, through :func:`accelkit.tf_device.import_tf`).  The
     train dataset reshuffles every epoch with a seeded shuffle; the test dataset keeps
     the order.  Both prefetch.
 
@@ -178,9 +178,9 @@ def digits_tf(batch_size: int = 64, *, flat: bool = False, seed: int = 0,
     """
     _check_batch_size(batch_size)
     _check_seed(seed)
-    from accelkit import device
+    from accelkit import tf_device
 
-    tf = device.import_tf()
+    tf = tf_device.import_tf()
     d = digits(seed=seed)
 
     def layout(x: np.ndarray) -> np.ndarray:

@@ -1,14 +1,17 @@
-"""Hardware probes: the only module that asks what devices exist.
+"""Hardware probes for PyTorch and the CPU: what devices exist, and which one to use.
 
-It tells what PyTorch and TensorFlow each see (CUDA/ROCm GPUs, Apple MPS, TPU, CPU),
-chooses the best device per framework with the reason, synchronises devices, and sets
-TensorFlow's GPU memory growth.  It never prints or plots.
+This module owns the probes (CPU flags and name, NVML GPU facts, TPU device files), what
+PyTorch sees (CUDA/ROCm GPUs, Apple MPS, TPU through torch_xla, CPU), the best PyTorch device
+with the reason, and synchronising a device.  It never prints, plots or imports TensorFlow.
 
 Probes avoid side effects: NVIDIA GPU facts (name, memory, compute capability) come from
 NVML (``nvidia-ml-py``), never from a CUDA context, so a later fork-based launch still works;
-``torch.cuda`` is asked only where NVML is absent (ROCm).  TensorFlow is imported only by the
-``tf_*`` functions.  What a device *can do* (fast bf16/fp16 units) is not decided here: it is
-read from the hardware-class table, :mod:`accelkit.hardware`.
+``torch.cuda`` is asked only where NVML is absent (ROCm).
+
+Elsewhere: TensorFlow's devices, its quiet import and its device configuration in
+:mod:`accelkit.tf_device`; what a device *can do* (fast bf16/fp16 units, datasheet peaks) in
+the hardware-class table, :mod:`accelkit.hardware`, which :class:`DeviceInfo` copies its
+``supports_*`` flags from.
 """
 
 from __future__ import annotations
@@ -19,15 +22,14 @@ import platform
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from accelkit.hardware import HardwareClass
 
 
 class DeviceNotAvailableError(RuntimeError):
     """A device was requested that this machine does not have."""
-
-
-class TFAlreadyInitializedError(RuntimeError):
-    """TensorFlow's devices were configured after TensorFlow had initialised them."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,20 @@ class DeviceInfo:
     compute_capability: tuple[int, int] | None = None
     supports_fp16: bool = False
     supports_bf16: bool = False
+
+    @classmethod
+    def from_class(cls, hw: HardwareClass, framework: str, kind: str, name: str, description: str,
+                   memory_bytes: int | None = None,
+                   compute_capability: tuple[int, int] | None = None) -> DeviceInfo:
+        """Return a :class:`DeviceInfo` whose ``supports_*`` flags are hardware class ``hw``'s.
+
+        Args:
+            hw: the :class:`accelkit.hardware.HardwareClass` (its ``fp16_units``/``bf16_units``).
+            framework, kind, name, description, memory_bytes, compute_capability: as the
+                attributes of the same names.
+        """
+        return cls(framework, kind, name, description, memory_bytes, compute_capability,
+                   supports_fp16=hw.fp16_units, supports_bf16=hw.bf16_units)
 
 
 @dataclass(frozen=True)
@@ -127,18 +143,6 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def cpu_has_fast_bf16() -> bool:
-    """True when this CPU's hardware class has bf16 matrix/dot units (AVX512-BF16 or AMX).
-
-    On such CPUs oneDNN runs bf16 matmuls faster than fp32; without them bf16 is converted
-    and computed by a slow fallback.  Read from :mod:`accelkit.hardware` (so
-    ``$ACCELKIT_HARDWARE`` applies).
-    """
-    from accelkit import hardware
-
-    return hardware.for_device("cpu").bf16_units
-
-
 def machine() -> str:
     """Return the machine architecture (``"x86_64"``, ``"arm64"``, ``"aarch64"``)."""
     return platform.machine()
@@ -152,7 +156,8 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _memory_bytes() -> int | None:
+def system_memory_bytes() -> int | None:
+    """Return this machine's RAM in bytes (``psutil``), or None where psutil is absent."""
     try:
         import psutil
 
@@ -234,16 +239,17 @@ def nvidia_or_rocm_gpus() -> list[DeviceInfo]:
     if not (getattr(torch.version, "cuda", None) or hip):
         return []  # a CPU-only build of PyTorch
     kind = "rocm" if hip else "cuda"
-    facts = None if hip else nvml_gpus()
-    if facts is None:  # ROCm, or no NVML: ask torch (this initialises the driver)
+    nvml = None if hip else nvml_gpus()
+    facts: list[tuple[str, int | None, tuple[int, int] | None]]
+    if nvml is None:  # ROCm, or no NVML: ask torch (this initialises the driver)
         n = torch.cuda.device_count() if torch.cuda.is_available() else 0
         facts = [(f"{kind.upper()} GPU {i}", None, None) for i in range(n)]
+    else:
+        facts = list(nvml)
     out = []
     for i, (name, mem, cc) in enumerate(facts):
-        cls = hardware.classify_gpu(name, cc, kind)
-        out.append(DeviceInfo("torch", kind, f"cuda:{i}", name, mem,
-                              cc if kind == "cuda" else None,
-                              supports_fp16=cls.fp16_units, supports_bf16=cls.bf16_units))
+        out.append(DeviceInfo.from_class(hardware.classify_gpu(name, cc, kind), "torch", kind,
+                                         f"cuda:{i}", name, mem, cc if kind == "cuda" else None))
     return out
 
 
@@ -263,12 +269,10 @@ def torch_devices() -> list[DeviceInfo]:
     out = nvidia_or_rocm_gpus()
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
-        cls = hardware.get("apple-mps")
-        out.append(DeviceInfo("torch", "mps", "mps", "Apple GPU (MPS)", _memory_bytes(),
-                              supports_fp16=cls.fp16_units, supports_bf16=cls.bf16_units))
-    cpu = hardware.for_device("cpu")
-    out.append(DeviceInfo("torch", "cpu", "cpu", cpu_name(), _memory_bytes(),
-                          supports_fp16=cpu.fp16_units, supports_bf16=cpu.bf16_units))
+        out.append(DeviceInfo.from_class(hardware.get("apple-mps"), "torch", "mps", "mps",
+                                         "Apple GPU (MPS)", system_memory_bytes()))
+    out.append(DeviceInfo.from_class(hardware.for_device("cpu"), "torch", "cpu", "cpu",
+                                     cpu_name(), system_memory_bytes()))
     return out
 
 
@@ -390,148 +394,10 @@ def synchronize(device: Any = None) -> None:
         torch_xla.sync(wait=True)
 
 
-# ----------------------------------------------------------------------------- TF
-def tf_devices() -> list[DeviceInfo]:
-    """List the devices TensorFlow sees, accelerators first and the CPU last.
-
-    Imports TensorFlow (seconds).  Uses ``tf.config.list_physical_devices``, which does not
-    allocate GPU memory.
-
-    Returns:
-        One :class:`DeviceInfo` per TPU/GPU, then the CPU(s).
-
-    Raises:
-        ImportError: when TensorFlow is not installed (with how to install it).
-    """
-    from accelkit import hardware
-
-    tf = import_tf()
-    out: list[DeviceInfo] = []
-    for kind in ("TPU", "GPU"):
-        for i, d in enumerate(tf.config.list_physical_devices(kind)):
-            details = tf.config.experimental.get_device_details(d) if kind == "GPU" else {}
-            cc = details.get("compute_capability")
-            name = details.get("device_name", d.name)
-            cls = hardware.get("tpu-v5e") if kind == "TPU" else hardware.classify_gpu(name, cc)
-            out.append(DeviceInfo("tf", kind.lower() if kind == "TPU" else "cuda",
-                                  f"/{kind}:{i}", name, None, cc,
-                                  supports_fp16=cls.fp16_units, supports_bf16=cls.bf16_units))
-    for i, _ in enumerate(tf.config.list_physical_devices("CPU")):
-        out.append(DeviceInfo("tf", "cpu", f"/CPU:{i}", cpu_name(), _memory_bytes(),
-                              supports_bf16=cpu_has_fast_bf16()))
-    return out
-
-
-def best_tf_device() -> DeviceChoice:
-    """Choose the device TensorFlow should place work on: TPU, then GPU, then CPU.
-
-    Returns:
-        A :class:`DeviceChoice` whose ``device`` is a string such as ``"/GPU:0"``.
-    """
-    devs = tf_devices()
-    first = devs[0]
-    if first.kind == "tpu":
-        return DeviceChoice(first.name, "tpu", "TPU found; use TPUStrategy (notebook 05)")
-    if first.kind == "cuda":
-        n = sum(d.kind == "cuda" for d in devs)
-        return DeviceChoice(first.name, "cuda", f"{n} GPU(s) found; using {first.description}")
-    return DeviceChoice("/CPU:0", "cpu", "no GPU or TPU visible to TensorFlow; using the CPU")
-
-
-def import_tf() -> Any:
-    """Import TensorFlow quietly and return the module.
-
-    Sets ``TF_CPP_MIN_LOG_LEVEL`` (unless already set) so C++ logs do not flood the notebook:
-    ``2`` (info and warnings hidden, errors kept) on machines with an NVIDIA driver, ``3`` on
-    machines without one, where the only C++ "error" is the harmless ``failed call to cuInit``.
-    The few ``I0000`` lines TensorFlow prints before its logging starts cannot be silenced.
-
-    Raises:
-        ImportError: when TensorFlow is not installed, saying how to install it.
-    """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if os.path.exists("/dev/nvidiactl") else "3")
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        raise ImportError(
-            "TensorFlow is not installed in this environment; install it with "
-            "`pip install 'accelkit[tf]'` (or skip the TensorFlow cells)"
-        ) from exc
-    return tf
-
-
-def has_tf() -> bool:
-    """True when TensorFlow is importable (checked without importing it)."""
-    return importlib.util.find_spec("tensorflow") is not None
-
-
-def tf_enable_memory_growth() -> list[str]:
-    """Make TensorFlow allocate GPU memory on demand instead of grabbing all of it.
-
-    Must run before TensorFlow initialises its devices (before the first tensor, model or
-    ``tf.config.list_logical_devices`` call).
-
-    Returns:
-        The names of the GPUs configured (empty on a machine without GPUs: nothing to do).
-
-    Raises:
-        TFAlreadyInitializedError: when TensorFlow has already initialised its devices;
-            the message says to restart the kernel and call this first.  The underlying
-            ``RuntimeError`` is chained, never swallowed.
-    """
-    tf = import_tf()
-    gpus = tf.config.list_physical_devices("GPU")
-    if not gpus:
-        return []
-    try:
-        for gpu in gpus:
-            tf.config.experimental.set_memory_growth(gpu, True)
-    except RuntimeError as exc:
-        raise TFAlreadyInitializedError(
-            "TensorFlow already initialised its GPUs, so memory growth can no longer be set. "
-            "Restart the kernel and call accelkit.device.tf_enable_memory_growth() right "
-            f"after importing TensorFlow, before creating any tensor or model. ({exc})"
-        ) from exc
-    return [g.name for g in gpus]
-
-
-def tf_set_logical_cpus(n: int) -> list[str]:
-    """Split the physical CPU into ``n`` logical TensorFlow devices (for MirroredStrategy demos).
-
-    Must run before TensorFlow initialises its devices.
-
-    Args:
-        n: number of logical CPUs, >= 1.
-
-    Returns:
-        The logical device names, ``["/device:CPU:0", ...]``.
-
-    Raises:
-        ValueError: if ``n < 1``.
-        TFAlreadyInitializedError: when TensorFlow has already initialised its devices
-            and the existing split differs from ``n``.
-    """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    tf = import_tf()
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    try:
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)])
-    except RuntimeError as exc:
-        have = tf.config.list_logical_devices("CPU")
-        if len(have) != n:
-            raise TFAlreadyInitializedError(
-                f"TensorFlow already initialised {len(have)} logical CPU(s); "
-                f"restart the kernel and call tf_set_logical_cpus({n}) first. ({exc})"
-            ) from exc
-    return [d.name for d in tf.config.list_logical_devices("CPU")]
-
-
 def summary() -> dict[str, Any]:
     """Return a JSON-friendly description of the CPU, the torch devices and the best choice.
 
-    Does not import TensorFlow (see :func:`tf_devices` for that).
+    Does not import TensorFlow (see :func:`accelkit.tf_device.tf_devices` for that).
     """
     info: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -540,7 +406,7 @@ def summary() -> dict[str, Any]:
         "cpu": cpu_name(),
         "cpu_count": cpu_count(),
         "cpu_features": {k: v for k, v in cpu_features().items() if v},
-        "memory_bytes": _memory_bytes(),
+        "memory_bytes": system_memory_bytes(),
         "tpu_attached": has_tpu(),
     }
     if importlib.util.find_spec("torch") is not None:
@@ -558,26 +424,19 @@ __all__ = [
     "DeviceChoice",
     "DeviceInfo",
     "DeviceNotAvailableError",
-    "TFAlreadyInitializedError",
     "accelerator_name",
-    "best_tf_device",
     "best_torch_device",
     "cpu_count",
     "cpu_features",
-    "cpu_has_fast_bf16",
     "cpu_name",
     "device_type",
     "get_torch_device",
-    "has_tf",
     "has_tpu",
-    "import_tf",
     "machine",
     "nvidia_or_rocm_gpus",
     "nvml_gpus",
     "summary",
     "synchronize",
-    "tf_devices",
-    "tf_enable_memory_growth",
-    "tf_set_logical_cpus",
+    "system_memory_bytes",
     "torch_devices",
 ]

@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from accelkit import device, hardware
+from accelkit import device, emulation, hardware, tf_device
 
 _LIBS = ("accelkit", "torch", "tensorflow", "keras", "numpy", "torch_xla")
 
@@ -45,11 +45,11 @@ def hardware_summary(tf: bool = False) -> dict[str, Any]:
     info = device.summary()
     best = info.get("torch_best", {}).get("device")
     info["hardware_class"] = hardware.for_device(best).name if best else None
-    info["emulated"] = hardware.emulation_note()
+    info["emulated"] = emulation.note()
     info["libraries"] = library_versions()
-    if tf and device.has_tf():
-        info["tf_devices"] = [d.name + " " + d.description for d in device.tf_devices()]
-        info["tf_best"] = str(device.best_tf_device())
+    if tf and tf_device.has_tf():
+        info["tf_devices"] = [d.name + " " + d.description for d in tf_device.tf_devices()]
+        info["tf_best"] = str(tf_device.best_tf_device())
     return info
 
 
@@ -166,8 +166,7 @@ def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:
     gpus = _gpus(info)
     cpu_cls = hardware.classify_cpu(info.get("cpu_features", {}), info.get("machine", "x86_64"))
     cpu_bf16 = cpu_cls.bf16_units
-    gpu_cls = [hardware.classify_gpu(g["description"], tuple(g["compute_capability"] or (0, 0))
-                                     if g.get("compute_capability") else None, g["kind"])
+    gpu_cls = [hardware.classify_gpu(g["description"], g.get("compute_capability"), g["kind"])
                for g in gpus]
     gloo, nccl = _dist_backends()
     compiles, compiler = _compile_backend(gpus)
@@ -185,7 +184,7 @@ def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:
                        f"CPU class {cpu_cls.name}: " + ("bf16 units present" if cpu_bf16 else
                                                         "no bf16 units")
                        + "".join(f"; GPU class {c.name}" for c in gpu_cls)),
-        "fp16_tensor_cores": (any(c.fp16_units and c.name != "cuda-pre-volta" for c in gpu_cls),
+        "fp16_tensor_cores": (any(c.tensor_cores for c in gpu_cls),
                               first or "no GPU"),
         "torch_compile": (compiles, compiler),
         "tpu": (tpu, "TPU found" if tpu else "no TPU"),

@@ -7,10 +7,14 @@ takes from it: the autocast dtype, whether a GradScaler is needed, the Keras mix
 the size profile, and the floor of each speedup claim the notebooks assert (with why it
 holds, or ``None``: no claim on that class, the notebook shows the measurement only).
 
-This module owns the table and the mapping from probed facts to a class
-(:func:`classify_cpu`, :func:`classify_gpu`, :func:`for_device`).  The probing itself lives
-in :mod:`accelkit.device` (which never initialises CUDA); the AMP objects built from a
-class in :mod:`accelkit.precision`; ``doctor --hardware NAME`` in :mod:`accelkit.env`.
+This module owns the table, the rules read from it and the mapping from probed facts to a
+class: :func:`classify_cpu` (which CPUs have bf16 units), :func:`classify_gpu` (which GPUs
+have fast fp16/bf16 units, by product name, else by compute capability),
+:attr:`HardwareClass.tensor_cores`, :func:`for_device`, and the datasheet peaks
+(:func:`datasheet_tflops`).  Elsewhere: the probing itself in :mod:`accelkit.device` (which
+never initialises CUDA); emulating a CPU class on this CPU (``$ACCELKIT_HARDWARE``'s
+instruction-set caps) in :mod:`accelkit.emulation`; the AMP objects built from a class in
+:mod:`accelkit.precision`; ``doctor --hardware NAME`` in :mod:`accelkit.env`.
 
 Floors are re-derived from measurements, never from one good run: a floor must hold in every
 mode of its class (this course's CI CPU switches between two bf16 speeds, 0.37 and 1.05
@@ -21,9 +25,12 @@ confidence interval of interleaved pairs (:func:`accelkit.bench.compare`).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, MutableMapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from accelkit import dtypes
 
 HARDWARE_ENV = "ACCELKIT_HARDWARE"
 
@@ -177,6 +184,13 @@ class HardwareClass:
     def native(self, dtype: str) -> bool:
         """True when ``dtype`` (``"bfloat16"``/``"float16"``) runs on native units here."""
         return self.bf16_units if dtype == "bfloat16" else self.fp16_units
+
+    @property
+    def tensor_cores(self) -> bool:
+        """True for a GPU with fp16 matrix units: NVIDIA sm_70+ (Volta on), or AMD CDNA."""
+        if self.kind == "rocm":
+            return True
+        return self.kind == "cuda" and (self.compute_capability or (0, 0)) >= (7, 0)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.title})"
@@ -337,25 +351,41 @@ def classify_cpu(features: Mapping[str, bool], machine: str = "x86_64") -> Hardw
     return CLASSES["cpu-avx2"]
 
 
-def classify_gpu(name: str, compute_capability: tuple[int, int] | None,
+def _class_by_name(name: str) -> HardwareClass | None:
+    """Return the GPU class whose name fragment ``name`` contains, or ``None``.
+
+    A fragment matches only where no digit follows it, so an ``"L40S"`` is not an ``"L4"``
+    and an ``"RTX A1000"`` not an ``"A100"`` (an ``"A10G"`` is an ``"A10"``).
+    """
+    for fragment, cls in _GPU_NAMES:
+        if re.search(re.escape(fragment) + r"(?![0-9])", name, re.IGNORECASE):
+            return CLASSES[cls]
+    return None
+
+
+def classify_gpu(name: str, compute_capability: Sequence[int] | None,
                  kind: str = "cuda") -> HardwareClass:
     """Return the GPU class from its product name, else from its compute capability.
 
+    This is the one place a GPU's fast fp16/bf16 units are decided (read them from the class:
+    ``bf16_units``, ``fp16_units``, ``tensor_cores``).
+
     Args:
         name: the product name (``"NVIDIA H200"``, ``"Tesla T4"``).
-        compute_capability: ``(major, minor)``, or ``None`` when unknown (ROCm).
+        compute_capability: ``(major, minor)`` (a list from JSON is fine), or ``None`` when
+            unknown (ROCm).
         kind: ``"cuda"`` or ``"rocm"``.
 
     Returns:
         The class; an unknown NVIDIA GPU gets the class of the newest architecture at or
         below its compute capability (a newer GPU is treated as an H100).
     """
-    for fragment, cls in _GPU_NAMES:
-        if fragment.lower() in name.lower():
-            return CLASSES[cls]
+    by_name = _class_by_name(name)
+    if by_name is not None:
+        return by_name
     if kind == "rocm":
         return CLASSES["mi300x"]
-    cc = compute_capability or (0, 0)
+    cc = tuple(compute_capability) if compute_capability else (0, 0)
     by_cc = sorted((c.compute_capability, c.name) for c in CLASSES.values()
                    if c.kind == "cuda" and c.compute_capability and c.name != "h100-pcie")
     chosen = "cuda-pre-volta"
@@ -380,73 +410,6 @@ def probed_cpu() -> HardwareClass:
     from accelkit import device as _dev
 
     return classify_cpu(_dev.cpu_features(), _dev.machine())
-
-
-def emulation() -> tuple[HardwareClass, HardwareClass] | None:
-    """Return ``(emulated, real)`` CPU classes while ``$ACCELKIT_HARDWARE`` names another CPU class.
-
-    Returns:
-        ``None`` when the variable is unset, names this CPU's own class, or names a non-CPU
-        class (a GPU cannot be emulated: only the course's *decisions* would change).
-    """
-    named = from_env()
-    if named is None or named.kind != "cpu":
-        return None
-    real = probed_cpu()
-    return None if named == real else (named, real)
-
-
-def emulation_note() -> str:
-    """Say what ``$ACCELKIT_HARDWARE`` emulates here, and what it does not ("" when inactive)."""
-    pair = emulation()
-    if pair is None:
-        return ""
-    named, real = pair
-    if not named.emulate_env:
-        return (f"deciding as {named.name} on a {real.name} CPU: only the course's decisions "
-                "change (this class's instruction set cannot be imposed on this CPU)")
-    caps = " ".join(f"{k}={v}" for k, v in named.emulate_env.items())
-    return (f"running as {named.name}, emulated on a {real.name} CPU with {caps}: models the "
-            "instruction set (vector width, no bf16 units); not the core count, caches, clocks "
-            "or other vendors' kernels")
-
-
-def apply_emulation(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
-    """Put the instruction-set caps of ``$ACCELKIT_HARDWARE``'s CPU class into the environment.
-
-    oneDNN (``ONEDNN_MAX_CPU_ISA``), ATen (``ATEN_CPU_CAPABILITY``) and Inductor read them
-    the first time they compute, not when ``torch`` is imported, so ``import accelkit`` (which
-    calls this) before the first tensor operation is early enough.  Variables already set are
-    left alone.  Where the ATen capability is capped, Inductor also gets a cache folder of its
-    own (``TORCHINDUCTOR_CACHE_DIR``): its shared cache would hand this process kernels
-    compiled for the real CPU's vector width, which compute wrong values here.
-
-    Args:
-        environ: the environment to update; default ``os.environ`` (tests pass a dict).
-
-    Returns:
-        The variables set (empty when no emulation is active).
-    """
-    env = os.environ if environ is None else environ
-    pair = emulation()
-    if pair is None:
-        return {}
-    done = {}
-    for key, value in pair[0].emulate_env.items():
-        if key not in env:
-            env[key] = value
-            done[key] = value
-    if "ATEN_CPU_CAPABILITY" in pair[0].emulate_env and "TORCHINDUCTOR_CACHE_DIR" not in env:
-        # Inductor's on-disk cache does not key on the vector ISA: a graph cached under
-        # another capability is reloaded with the wrong vector width and returns wrong
-        # values (docs/notes/inductor-cache-vector-isa.md).  One cache per emulated class.
-        import getpass
-        import tempfile
-
-        user = "".join(c for c in getpass.getuser() if c.isalnum()) or "user"
-        done["TORCHINDUCTOR_CACHE_DIR"] = env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
-            tempfile.gettempdir(), f"torchinductor_{user}_{pair[0].name}")
-    return done
 
 
 def for_device(device: Any = None) -> HardwareClass:
@@ -482,19 +445,23 @@ def for_device(device: Any = None) -> HardwareClass:
     return classify_gpu(info.description, info.compute_capability, info.kind)
 
 
-def datasheet_tflops(device_name: str, dtype: str) -> float | None:
+def datasheet_tflops(device_name: str, dtype: Any) -> float | None:
     """Return a GPU's dense datasheet peak in TFLOP/s for ``dtype``, or ``None`` if unknown.
 
+    Read from :data:`CLASSES` (``peak_tflops``, each class naming its datasheet in
+    ``source``); the product name is matched as in :func:`classify_gpu`.  CPUs, GPUs not in
+    the table and dtypes without a listed peak give ``None``.
+
     Args:
-        device_name: the product name, e.g. ``"NVIDIA A100-SXM4-80GB"``.
-        dtype: ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"`` or ``"fp8"``.
+        device_name: the product name, e.g. ``torch.cuda.get_device_name()``
+            (``"NVIDIA A100-SXM4-80GB"``).
+        dtype: ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ``"fp8"``, a long name
+            (``"bfloat16"``) or a torch dtype (names read by :func:`accelkit.dtypes.short`).
 
     Example: ``datasheet_tflops("NVIDIA A100-SXM4-80GB", "bf16")  # 312.0``
     """
-    for fragment, cls in _GPU_NAMES:
-        if fragment.lower() in device_name.lower():
-            return CLASSES[cls].peak_tflops.get(dtype)
-    return None
+    cls = _class_by_name(device_name)
+    return None if cls is None else cls.peak_tflops.get(dtypes.short(dtype))
 
 
 __all__ = [
@@ -503,12 +470,9 @@ __all__ = [
     "HARDWARE_ENV",
     "Claim",
     "HardwareClass",
-    "apply_emulation",
     "classify_cpu",
     "classify_gpu",
     "datasheet_tflops",
-    "emulation",
-    "emulation_note",
     "for_device",
     "from_env",
     "get",

@@ -1,4 +1,15 @@
-"""Memory per device when training one model under DP, ZeRO-1/2/3 (FSDP), TP and PP.
+"""Training memory: the per-device model (DP, ZeRO-1/2/3/FSDP, TP, PP) and its measurements.
+
+This module owns both the memory *model* (:func:`per_device`, :func:`table`,
+:func:`markdown`, :func:`mlp_activation_bytes`) and the memory *measurements*:
+:func:`measured` (parameter, gradient and optimizer bytes of a real model),
+:func:`saved_activation_bytes` (the bytes autograd saves for the backward pass, exact on any
+device), :func:`peak_memory_bytes` (the CUDA allocator's peak) and
+:func:`tf_peak_memory_bytes` (TensorFlow's GPU peak).  Elsewhere: Keras activation bytes from
+layer shapes (:func:`accelkit.keras_mp.keras_activation_bytes`); time and throughput
+measurements in :mod:`accelkit.bench`.
+
+The model: memory per device when training one model under DP, ZeRO-1/2/3 (FSDP), TP and PP.
 
 Training memory has four parts (Rajbhandari et al., "ZeRO: Memory Optimizations Toward
 Training Trillion Parameter Models", SC 2020, section 3):
@@ -32,7 +43,7 @@ from a model and optimizer (local shards of DTensors included) to check the calc
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -234,6 +245,84 @@ def measured(module: Any, optimizer: Any = None) -> dict[str, int]:
     return out
 
 
+# ----------------------------------------------------------------------------- measurements
+def saved_activation_bytes(fn: Callable[[], Any], exclude: Iterable[Any] = ()) -> tuple[Any, int]:
+    """Run ``fn()`` and count the bytes of the tensors autograd saves for the backward pass.
+
+    Uses ``torch.autograd.graph.saved_tensors_hooks``; each distinct tensor (same data
+    pointer, same size) counts once, and the tensors in ``exclude`` (pass the model's
+    parameters: they exist anyway) are not counted.  This is the activation memory of a
+    training step, the part AMP shrinks; it is exact and the same on every run, unlike a
+    CPU process's resident memory.  Low-precision *copies* of weights that autocast saves
+    do count: they are real extra memory.
+
+    Args:
+        fn: runs a forward pass (e.g. ``lambda: loss_fn(model(x), y)``).
+        exclude: tensors not to count (typically ``model.parameters()``).
+
+    Returns:
+        ``(result, bytes)``: ``fn``'s result (call ``.backward()`` on it if you like) and the
+        saved bytes.
+
+    Example: ``loss, saved = saved_activation_bytes(lambda: loss_fn(model(x), y), model.parameters())``
+    """
+    import torch
+
+    skip = {(t.data_ptr(), t.numel() * t.element_size()) for t in exclude}
+    seen: set[tuple[int, int]] = set()
+
+    def pack(t: Any) -> Any:
+        key = (t.data_ptr(), t.numel() * t.element_size())
+        if key not in skip:
+            seen.add(key)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        result = fn()
+    return result, sum(size for _, size in seen)
+
+
+def peak_memory_bytes(fn: Callable[[], Any], device: Any) -> int | None:
+    """Return the peak device memory ``fn()`` allocates above what was allocated before.
+
+    CUDA only (``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``); on
+    other devices no allocator reports a peak, so this returns None — use
+    :func:`saved_activation_bytes` there.
+
+    Example: ``peak = peak_memory_bytes(lambda: train_step(x, y), dev)``
+    """
+    import torch
+
+    from accelkit import device as _dev
+
+    if _dev.device_type(device) != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return int(torch.cuda.max_memory_allocated(device) - before)
+
+
+def tf_peak_memory_bytes(fn: Callable[[], Any], device: str = "GPU:0") -> int | None:
+    """Return TensorFlow's peak memory on ``device`` while ``fn()`` runs, or None without a GPU.
+
+    Uses ``tf.config.experimental.reset_memory_stats`` and ``get_memory_info(...)["peak"]``,
+    which TensorFlow implements for GPUs (and TPUs), not for the CPU.
+
+    Example: ``peak = tf_peak_memory_bytes(lambda: step(x, y))``
+    """
+    from accelkit import tf_device
+
+    tf = tf_device.import_tf()
+    if not tf.config.list_physical_devices(device.split(":")[0]):
+        return None
+    tf.config.experimental.reset_memory_stats(device)
+    fn()
+    return int(tf.config.experimental.get_memory_info(device)["peak"])
+
+
 __all__ = [
     "OPTIMIZER_STATE_BYTES",
     "STRATEGIES",
@@ -241,6 +330,9 @@ __all__ = [
     "markdown",
     "measured",
     "mlp_activation_bytes",
+    "peak_memory_bytes",
     "per_device",
+    "saved_activation_bytes",
     "table",
+    "tf_peak_memory_bytes",
 ]

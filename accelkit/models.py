@@ -32,9 +32,9 @@ def _check_positive(**values: Any) -> None:
 
 
 def _keras() -> Any:
-    from accelkit import device
+    from accelkit import tf_device
 
-    device.import_tf()  # quiet TF logs before Keras imports TensorFlow
+    tf_device.import_tf()  # quiet TF logs before Keras imports TensorFlow
     import keras
 
     return keras

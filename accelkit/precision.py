@@ -1,5 +1,7 @@
 """Mixed precision: number formats, the AMP dtype choice, and what autocast really does.
 
+This module owns three things:
+
 * **Formats** — :func:`float_format` gives range and precision of fp32, tf32, fp16 and bf16
   (from ``ml_dtypes.finfo``; tf32 has no storage type anywhere, so its limits come from the
   IEEE-754 formula :func:`ieee_limits`, which the tests check against ``finfo`` for the
@@ -8,16 +10,16 @@
   a ``GradScaler`` is needed and whether the hardware has native units for it;
   :func:`autocast` and :func:`grad_scaler` build the device-generic ``torch.autocast`` and
   ``torch.amp.GradScaler`` from it (never the deprecated ``torch.cuda.amp``).
-* **Inspection** — :func:`trace_dtypes` records the dtype every op of a forward returns (so
-  you can see which ops autocast runs in low precision and which it keeps in fp32);
-  :func:`saved_activation_bytes` counts the bytes autograd keeps for the backward pass — an
-  honest memory figure on a CPU, where no allocator reports a peak — and
-  :func:`peak_memory_bytes` reads the CUDA allocator's peak where there is one.
-* **Keras** — :func:`keras_policy`, :func:`keras_policy_scope`, :func:`keras_float32_output`
-  and :func:`keras_optimizer` (Keras 3: ``keras.optimizers.LossScaleOptimizer``);
-  :func:`keras_activation_bytes` and :func:`tf_peak_memory_bytes` for memory.
-* **Datasheets** — :func:`datasheet_tflops`: dense peak TFLOP/s of common GPUs, to state the
-  fraction of a device's peak a matmul reaches.
+* **Dtype tracing** — :func:`trace_dtypes` records the dtype every op of a forward returns
+  (so you can see which ops autocast runs in low precision and which it keeps in fp32);
+  :func:`dtype_table` tabulates it.
+
+Elsewhere: dtype *names* and their aliases in :mod:`accelkit.dtypes`; which hardware has
+bf16/fp16 units, and datasheet peaks (:func:`accelkit.hardware.datasheet_tflops`), in the
+hardware-class table :mod:`accelkit.hardware`; Keras mixed precision in
+:mod:`accelkit.keras_mp`; memory measurements (:func:`accelkit.memory.saved_activation_bytes`,
+:func:`accelkit.memory.peak_memory_bytes`, :func:`accelkit.memory.tf_peak_memory_bytes`) in
+:mod:`accelkit.memory`.
 
 Example::
 
@@ -28,11 +30,12 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from accelkit import dtypes
 
 # ----------------------------------------------------------------------------- formats
 #: The formats the course compares, widest first.
@@ -45,11 +48,8 @@ _LAYOUT = {
     "float16": (16, 5, 10),
     "bfloat16": (16, 8, 7),
 }
-_FORMAT_ALIASES = {
-    "fp32": "float32", "float": "float32", "tf32": "tfloat32", "fp16": "float16",
-    "half": "float16", "bf16": "bfloat16",
-}
-_SHORT = {"float32": "fp32", "tfloat32": "tf32", "float16": "fp16", "bfloat16": "bf16"}
+#: The aliases :func:`format_name` accepts for those formats (from :mod:`accelkit.dtypes`).
+_FORMAT_ALIASES = tuple(a for a, name in dtypes.ALIASES.items() if name in _LAYOUT)
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ class FloatFormat:
     @property
     def short(self) -> str:
         """The short name: ``"fp32"``, ``"tf32"``, ``"fp16"``, ``"bf16"``."""
-        return _SHORT[self.name]
+        return dtypes.SHORT[self.name]
 
     @property
     def decimal_digits(self) -> float:
@@ -97,11 +97,16 @@ class FloatFormat:
 def format_name(name: Any) -> str:
     """Return the canonical format name for ``"bf16"``, ``torch.bfloat16``, ``"tf32"`` ...
 
+    The spelling is read by :func:`accelkit.dtypes.canonical`; this function restricts it to
+    the formats the course compares (:data:`FORMATS`).
+
+    Returns:
+        ``"float32"``, ``"tfloat32"``, ``"float16"`` or ``"bfloat16"``.
+
     Raises:
         ValueError: for a format the course does not cover (lists the known ones).
     """
-    raw = str(getattr(name, "name", name)).replace("torch.", "").lower()
-    key = _FORMAT_ALIASES.get(raw, raw)
+    key = dtypes.canonical(name)
     if key not in _LAYOUT:
         raise ValueError(f"unknown float format {name!r}; use one of {', '.join(FORMATS)} "
                          f"(or {', '.join(_FORMAT_ALIASES)})")
@@ -288,7 +293,7 @@ def amp_choice(device: Any = None, dtype: Any = None, *, hw: Any = None) -> AmpC
         name = format_name(dtype)
         if name not in ("bfloat16", "float16"):
             raise ValueError(f"autocast runs in bfloat16 or float16, not {name}")
-    short, native = _SHORT[name], cls.native(name)
+    short, native = dtypes.SHORT[name], cls.native(name)
     scaler = name == "float16"
     if native:
         why = f"{cls.name} has {short} units" + (
@@ -338,7 +343,7 @@ def grad_scaler(device: Any = None, dtype: Any = None, **kwargs: Any) -> Any:
     return torch.amp.GradScaler(choice.device_type, enabled=choice.needs_scaler, **kwargs)
 
 
-# ----------------------------------------------------------------------------- inspection
+# ----------------------------------------------------------------------------- dtype tracing
 @dataclass(frozen=True)
 class OpRecord:
     """One op called during a traced function.
@@ -421,228 +426,6 @@ def dtype_table(records: Iterable[OpRecord]) -> str:
     return "\n".join(rows)
 
 
-def saved_activation_bytes(fn: Callable[[], Any], exclude: Iterable[Any] = ()) -> tuple[Any, int]:
-    """Run ``fn()`` and count the bytes of the tensors autograd saves for the backward pass.
-
-    Uses ``torch.autograd.graph.saved_tensors_hooks``; each distinct tensor (same data
-    pointer, same size) counts once, and the tensors in ``exclude`` (pass the model's
-    parameters: they exist anyway) are not counted.  This is the activation memory of a
-    training step, the part AMP shrinks; it is exact and the same on every run, unlike a
-    CPU process's resident memory.  Low-precision *copies* of weights that autocast saves
-    do count: they are real extra memory.
-
-    Args:
-        fn: runs a forward pass (e.g. ``lambda: loss_fn(model(x), y)``).
-        exclude: tensors not to count (typically ``model.parameters()``).
-
-    Returns:
-        ``(result, bytes)``: ``fn``'s result (call ``.backward()`` on it if you like) and the
-        saved bytes.
-
-    Example: ``loss, saved = saved_activation_bytes(lambda: loss_fn(model(x), y), model.parameters())``
-    """
-    import torch
-
-    skip = {(t.data_ptr(), t.numel() * t.element_size()) for t in exclude}
-    seen: set[tuple[int, int]] = set()
-
-    def pack(t: Any) -> Any:
-        key = (t.data_ptr(), t.numel() * t.element_size())
-        if key not in skip:
-            seen.add(key)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        result = fn()
-    return result, sum(size for _, size in seen)
-
-
-def peak_memory_bytes(fn: Callable[[], Any], device: Any) -> int | None:
-    """Return the peak device memory ``fn()`` allocates above what was allocated before.
-
-    CUDA only (``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``); on
-    other devices no allocator reports a peak, so this returns None — use
-    :func:`saved_activation_bytes` there.
-
-    Example: ``peak = peak_memory_bytes(lambda: train_step(x, y), dev)``
-    """
-    import torch
-
-    from accelkit import device as _dev
-
-    if _dev.device_type(device) != "cuda":
-        return None
-    torch.cuda.synchronize(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    before = torch.cuda.memory_allocated(device)
-    fn()
-    torch.cuda.synchronize(device)
-    return int(torch.cuda.max_memory_allocated(device) - before)
-
-
-# ----------------------------------------------------------------------------- Keras
-def keras_policy(device_kind: str = "cpu", dtype: Any = None) -> str:
-    """Return the Keras mixed-precision policy name for a device kind.
-
-    ``"mixed_bfloat16"`` on CPUs and TPUs, ``"mixed_float16"`` on GPUs (the TensorFlow
-    mixed-precision guide's advice); ``dtype`` forces ``"bf16"``/``"fp16"``.
-
-    Args:
-        device_kind: ``"cpu"``, ``"cuda"``/``"gpu"``, ``"tpu"``.
-        dtype: force a low-precision dtype.
-
-    Raises:
-        ValueError: for a dtype other than bf16/fp16.
-
-    Example: ``keras.mixed_precision.set_global_policy(keras_policy("cpu"))``
-    """
-    if dtype is not None:
-        key = format_name(dtype)
-        if key not in ("bfloat16", "float16"):
-            raise ValueError(f"Keras mixed policies use bfloat16 or float16, not {key}")
-        return f"mixed_{key}"
-    return "mixed_float16" if device_kind.lower() in ("cuda", "gpu", "rocm") else "mixed_bfloat16"
-
-
-@contextlib.contextmanager
-def keras_policy_scope(policy: str) -> Iterator[Any]:
-    """Set Keras' global dtype policy inside a ``with`` block and restore the old one after.
-
-    Layers take the global policy when they are *created*, so build the model inside.
-
-    Args:
-        policy: ``"float32"``, ``"mixed_bfloat16"``, ``"mixed_float16"`` ...
-
-    Yields:
-        The policy object now in force.
-
-    Example: ``with keras_policy_scope("mixed_bfloat16"): model = ak.models.keras_cnn()``
-    """
-    from accelkit import device as _dev
-
-    _dev.import_tf()
-    import keras
-
-    old = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(policy)
-    try:
-        yield keras.mixed_precision.global_policy()
-    finally:
-        keras.mixed_precision.set_global_policy(old)
-
-
-def keras_float32_output(model: Any) -> Any:
-    """Append a float32 ``Activation("linear")`` so a mixed-precision model returns float32.
-
-    The TensorFlow guide's advice: the last layer's output (logits, softmax) should be
-    float32 so the loss is computed at full precision.  Adds no parameters.
-
-    Returns:
-        ``keras.Sequential([model, Activation("linear", dtype="float32")])``.
-
-    Example: ``model = keras_float32_output(ak.models.keras_cnn())``
-    """
-    import keras
-
-    return keras.Sequential([model, keras.layers.Activation("linear", dtype="float32")],
-                            name=f"{model.name}_f32out")
-
-
-def keras_optimizer(optimizer: Any, policy: Any = None) -> Any:
-    """Wrap ``optimizer`` in ``keras.optimizers.LossScaleOptimizer`` when the policy is fp16.
-
-    Keras 3 API (``keras.mixed_precision.experimental`` no longer exists).  bf16 and fp32
-    policies need no loss scaling, so the optimizer is returned unchanged.
-
-    Args:
-        optimizer: a Keras optimizer.
-        policy: a policy name/object; default: the global policy.
-
-    Example: ``opt = keras_optimizer(keras.optimizers.Adam(1e-3), "mixed_float16")``
-    """
-    import keras
-
-    pol = policy if policy is not None else keras.mixed_precision.global_policy()
-    name = getattr(pol, "name", str(pol))
-    if "float16" in name and "bfloat16" not in name:
-        return keras.optimizers.LossScaleOptimizer(optimizer)
-    return optimizer
-
-
-_ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
-
-
-def _leaf_layers(model: Any) -> list[Any]:
-    out = []
-    for layer in model.layers:
-        out += _leaf_layers(layer) if getattr(layer, "layers", None) else [layer]
-    return out
-
-
-def keras_activation_bytes(model: Any, batch_size: int) -> int:
-    """Return the bytes of every layer's output for one batch, in each layer's compute dtype.
-
-    ``sum(batch_size * prod(output.shape[1:]) * itemsize(compute_dtype))`` over the model's
-    layers (nested models are walked).  TensorFlow reports no allocator peak on a CPU; this
-    counts, from shapes and dtypes, the activations a training step produces and mostly
-    keeps for the backward pass, which a mixed policy halves.
-
-    Args:
-        model: a built Keras model (started with ``keras.Input``).
-        batch_size: samples per batch, >= 1.
-
-    Raises:
-        ValueError: for ``batch_size < 1`` or a layer dtype with no known size.
-
-    Example: ``keras_activation_bytes(model, 256)``
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    total = 0
-    for layer in _leaf_layers(model):
-        dtype = str(getattr(layer.compute_dtype, "name", layer.compute_dtype))
-        if dtype not in _ITEMSIZE:
-            raise ValueError(f"layer {layer.name}: unknown size of dtype {dtype!r}")
-        total += batch_size * math.prod(layer.output.shape[1:]) * _ITEMSIZE[dtype]
-    return int(total)
-
-
-def tf_peak_memory_bytes(fn: Callable[[], Any], device: str = "GPU:0") -> int | None:
-    """Return TensorFlow's peak memory on ``device`` while ``fn()`` runs, or None without a GPU.
-
-    Uses ``tf.config.experimental.reset_memory_stats`` and ``get_memory_info(...)["peak"]``,
-    which TensorFlow implements for GPUs (and TPUs), not for the CPU.
-
-    Example: ``peak = tf_peak_memory_bytes(lambda: step(x, y))``
-    """
-    from accelkit import device as _dev
-
-    tf = _dev.import_tf()
-    if not tf.config.list_physical_devices(device.split(":")[0]):
-        return None
-    tf.config.experimental.reset_memory_stats(device)
-    fn()
-    return int(tf.config.experimental.get_memory_info(device)["peak"])
-
-
-# ----------------------------------------------------------------------------- datasheets
-def datasheet_tflops(device_name: str, dtype: Any) -> float | None:
-    """Return a GPU's dense datasheet peak in TFLOP/s for ``dtype``, or None if unknown.
-
-    The peaks live in the hardware-class table, :func:`accelkit.hardware.datasheet_tflops`
-    (each with its datasheet named there); CPUs and unknown devices return None.
-
-    Args:
-        device_name: e.g. ``torch.cuda.get_device_name()`` (``"NVIDIA H200"``).
-        dtype: ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"`` or a torch dtype.
-
-    Example: ``datasheet_tflops("NVIDIA A100-SXM4-80GB", "bf16")  # 312.0``
-    """
-    from accelkit import hardware
-
-    return hardware.datasheet_tflops(device_name, _SHORT[format_name(dtype)])
-
-
 __all__ = [
     "FORMATS",
     "AmpChoice",
@@ -650,21 +433,12 @@ __all__ = [
     "OpRecord",
     "amp_choice",
     "autocast",
-    "datasheet_tflops",
     "dtype_table",
     "float_format",
     "format_name",
     "format_table",
     "grad_scaler",
     "ieee_limits",
-    "keras_activation_bytes",
-    "keras_float32_output",
-    "keras_optimizer",
-    "keras_policy",
-    "keras_policy_scope",
-    "peak_memory_bytes",
     "round_to",
-    "saved_activation_bytes",
-    "tf_peak_memory_bytes",
     "trace_dtypes",
 ]

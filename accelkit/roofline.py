@@ -15,6 +15,11 @@ throughput of a large square matmul in each dtype (``2·n³`` FLOP, timed with
 last-level cache (``2·numel·itemsize`` bytes: one read, one write).  Measured roofs are
 below the datasheet's; they are what a kernel on this machine can actually reach.
 
+This module owns the measured roofline (:func:`measure`, :class:`Roofline`, placing a timed
+kernel on it).  Elsewhere: the timing itself in :mod:`accelkit.bench`; datasheet peaks in
+the hardware-class table (:func:`accelkit.hardware.datasheet_tflops`); dtype names in
+:mod:`accelkit.dtypes` (its short names, ``"fp32"``/``"bf16"``/``"fp16"``, key the results).
+
 Example::
 
     roof = ak.roofline.measure(profile=P)   # P = ak.config.profile(), resolved once
@@ -30,13 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelkit import bench, config
+from accelkit import bench, config, dtypes
 from accelkit import device as _device
 
-#: Short dtype names used as keys, and the torch dtype names they stand for.
-DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-_ALIASES = {**{v: k for k, v in DTYPE_NAMES.items()}, **{k: k for k in DTYPE_NAMES},
-            "float": "fp32", "half": "fp16"}
+#: The dtypes the roofline measures: short key (the result key) -> torch dtype name, both
+#: spelled by :mod:`accelkit.dtypes`.
+DTYPE_NAMES = {dtypes.SHORT[name]: name for name in ("float32", "bfloat16", "float16")}
 
 MIB = 2**20
 
@@ -44,16 +48,17 @@ MIB = 2**20
 def dtype_key(dtype: Any) -> str:
     """Return the short name (``"fp32"``, ``"bf16"``, ``"fp16"``) of a dtype or dtype name.
 
-    Accepts ``"bf16"``, ``"bfloat16"``, ``torch.bfloat16``, ``tf.bfloat16`` ...
+    Accepts ``"bf16"``, ``"bfloat16"``, ``torch.bfloat16``, ``tf.bfloat16`` ... (the names
+    :func:`accelkit.dtypes.short` reads).
 
     Raises:
         ValueError: for a dtype the roofline does not measure.
     """
-    name = str(getattr(dtype, "name", dtype)).replace("torch.", "").lower()
-    if name not in _ALIASES:
+    key = dtypes.short(dtype)
+    if key not in DTYPE_NAMES:
         raise ValueError(f"unknown dtype {dtype!r}; the roofline knows "
                          f"{', '.join(DTYPE_NAMES)} (or {', '.join(DTYPE_NAMES.values())})")
-    return _ALIASES[name]
+    return key
 
 
 def intensity(timing: bench.Timing) -> float:
@@ -267,9 +272,9 @@ def _dtypes_for(dev: Any) -> list[str]:
     kind = torch.device(dev).type
     out = ["fp32", "bf16"]  # bf16 runs everywhere (emulated where there are no bf16 units)
     feats = _device.cpu_features()  # on a CPU, measure fp16 where it has any fp16 instructions
-    from accelkit import hardware
+    from accelkit import emulation
 
-    emulated = hardware.emulation() is not None  # an emulated AVX2/AVX-512 CPU has none
+    emulated = emulation.active() is not None  # an emulated AVX2/AVX-512 CPU has none
     if kind != "cpu" or (not emulated and (feats["avx512_fp16"] or feats["amx_fp16"])):
         out.append("fp16")
     return out

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelkit import device
+from accelkit import device, tf_device
 
 KINDS = ("tpu", "mirrored", "default")
 
@@ -76,9 +76,9 @@ def gpu_names(tf: Any = None) -> list[str]:
     """Return the logical GPU devices TensorFlow sees (``["/device:GPU:0", ...]``).
 
     Args:
-        tf: the TensorFlow module (default: :func:`accelkit.device.import_tf`).
+        tf: the TensorFlow module (default: :func:`accelkit.tf_device.import_tf`).
     """
-    tf = tf or device.import_tf()
+    tf = tf or tf_device.import_tf()
     return [d.name for d in tf.config.list_logical_devices("GPU")]
 
 
@@ -91,7 +91,7 @@ def connect_tpu(tpu: str = "local", *, tf: Any = None) -> Any:
 
     Args:
         tpu: ``"local"`` on a TPU VM, else a TPU name or ``grpc://host:port`` address.
-        tf: the TensorFlow module (default: :func:`accelkit.device.import_tf`).
+        tf: the TensorFlow module (default: :func:`accelkit.tf_device.import_tf`).
 
     Returns:
         The ``TPUClusterResolver``, to pass to ``tf.distribute.TPUStrategy``.
@@ -104,7 +104,7 @@ def connect_tpu(tpu: str = "local", *, tf: Any = None) -> Any:
     """
     if tpu in _TPU_RESOLVERS:
         return _TPU_RESOLVERS[tpu]
-    tf = tf or device.import_tf()
+    tf = tf or tf_device.import_tf()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
@@ -135,7 +135,7 @@ def choose_strategy(
             mirroring, so the default is 2).
         tpu_probe: returns the TPU address or None (default :func:`tpu_address`, no TF).
         gpu_probe: returns the GPU device names (default :func:`gpu_names`).
-        tf: the TensorFlow module (default: :func:`accelkit.device.import_tf`); tests pass a
+        tf: the TensorFlow module (default: :func:`accelkit.tf_device.import_tf`); tests pass a
             fake.
 
     Returns:
@@ -149,7 +149,7 @@ def choose_strategy(
     """
     if min_gpus < 1:
         raise ValueError(f"min_gpus must be >= 1, got {min_gpus}")
-    tf = tf or device.import_tf()
+    tf = tf or tf_device.import_tf()
     notes: list[str] = []  # why each option before the chosen one was passed over
     if allow_tpu:
         choice = _try_tpu(tpu_probe(), tf, notes)

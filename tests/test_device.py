@@ -49,7 +49,9 @@ def test_cpu_features_reads_flags(monkeypatch, tmp_path):
     try:
         feats = device.cpu_features()
         assert feats["avx2"] and feats["avx512_bf16"] and not feats["amx_bf16"]
-        assert device.cpu_has_fast_bf16()
+        from accelkit import hardware
+
+        assert hardware.probed_cpu().bf16_units  # AVX512-BF16: the class has bf16 units
     finally:
         device.cpu_features.cache_clear()
 
@@ -65,25 +67,6 @@ def test_tpu_detection_ignores_npu_folder(monkeypatch):
 
 def test_synchronize_on_cpu_is_a_noop():
     device.synchronize("cpu")
-
-
-@pytest.mark.skipif(not device.has_tf(), reason="TensorFlow not installed")
-def test_tf_too_late_configuration_raises_clear_error():
-    import subprocess
-    import sys
-
-    code = (
-        "import tensorflow as tf\n"
-        "from accelkit import device\n"
-        "tf.constant(1.0)\n"  # initialises the runtime
-        "try:\n"
-        "    device.tf_set_logical_cpus(3)\n"
-        "except device.TFAlreadyInitializedError as e:\n"
-        "    print('RAISED', 'restart the kernel' in str(e).lower())\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
-    assert "RAISED True" in out.stdout, out.stderr[-2000:]
 
 
 def test_summary_is_json_friendly():

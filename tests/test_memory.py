@@ -1,7 +1,11 @@
-"""accelkit.memory: the ZeRO table's formulas, and measured bytes (DTensor shards included)."""
+"""accelkit.memory: the ZeRO table's formulas, and measured bytes (DTensor shards, saved
+activations, allocator peaks)."""
+
+import importlib.util
 
 import pytest
 import torch
+from torch import nn
 
 from accelkit import memory
 
@@ -74,3 +78,43 @@ def test_measured_counts_params_grads_and_adam_states():
     got = memory.measured(model, opt)
     assert got == {"params_bytes": 4 * n, "grads_bytes": 4 * n, "optimizer_bytes": 8 * n}
     assert got["params_bytes"] == memory.per_device(n, "single").params_bytes
+
+
+# ----------------------------------------------------------------------------- measurements
+def test_saved_activation_bytes_counts_exactly_and_excludes_parameters():
+    w = nn.Parameter(torch.randn(16))
+    x = torch.randn(8, 16, requires_grad=True)
+    # x * w saves x (512 B) and w (excluded); relu saves its output (512 B).
+    out, saved = memory.saved_activation_bytes(lambda: torch.relu(x * w), [w])
+    assert saved == 8 * 16 * 4 * 2
+    _, with_w = memory.saved_activation_bytes(lambda: torch.relu(x * w))
+    assert with_w == saved + 16 * 4
+    assert out.shape == (8, 16)
+
+
+def test_saved_activation_bytes_shrink_under_bf16_autocast():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))
+    x = torch.randn(64, 256)
+
+    def fwd():
+        return net(x).sum()
+
+    _, fp32 = memory.saved_activation_bytes(fwd, net.parameters())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, bf16 = memory.saved_activation_bytes(fwd, net.parameters())
+    # fp32: the input of layer 1 and the ReLU output (= input of layer 2); weights excluded.
+    assert fp32 == 2 * 64 * 256 * 4
+    # bf16: the same two activations in 2 bytes, plus the bf16 copy of layer 2's weight
+    # that autocast made (layer 1's is not needed: x does not require grad).
+    assert bf16 == (2 * 64 * 256 + 256 * 256) * 2
+
+
+def test_peak_memory_is_none_off_cuda():
+    assert memory.peak_memory_bytes(lambda: torch.ones(10), "cpu") is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow absent")
+def test_tf_peak_memory_is_none_without_a_gpu():
+    peak = memory.tf_peak_memory_bytes(lambda: None, "GPU:0")
+    assert peak is None or peak >= 0  # None without a GPU: TF reports no CPU peak

@@ -1,6 +1,5 @@
-"""accelkit.precision: formats, AMP choice, dtype tracing, saved-activation bytes, Keras helpers."""
+"""accelkit.precision: formats, AMP choice, dtype tracing."""
 
-import importlib.util
 import math
 
 import pytest
@@ -108,7 +107,7 @@ def test_autocast_and_grad_scaler():
     assert scaler.is_enabled() and scaler.get_scale() == 2.0**10
 
 
-# ----------------------------------------------------------------------------- inspection
+# ----------------------------------------------------------------------------- dtype tracing
 def _cnn():
     torch.manual_seed(0)
     return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(),
@@ -128,94 +127,3 @@ def test_trace_dtypes_shows_what_autocast_lowers_and_keeps():
     assert {r.output for r in plain} == {"float32"}
     table = precision.dtype_table(ops)
     assert "| conv2d | float32, float32, float32 | bfloat16 | 1 |" in table
-
-
-def test_saved_activation_bytes_counts_exactly_and_excludes_parameters():
-    w = nn.Parameter(torch.randn(16))
-    x = torch.randn(8, 16, requires_grad=True)
-    # x * w saves x (512 B) and w (excluded); relu saves its output (512 B).
-    out, saved = precision.saved_activation_bytes(lambda: torch.relu(x * w), [w])
-    assert saved == 8 * 16 * 4 * 2
-    _, with_w = precision.saved_activation_bytes(lambda: torch.relu(x * w))
-    assert with_w == saved + 16 * 4
-    assert out.shape == (8, 16)
-
-
-def test_saved_activation_bytes_shrink_under_bf16_autocast():
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256))
-    x = torch.randn(64, 256)
-
-    def fwd():
-        return net(x).sum()
-
-    _, fp32 = precision.saved_activation_bytes(fwd, net.parameters())
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        _, bf16 = precision.saved_activation_bytes(fwd, net.parameters())
-    # fp32: the input of layer 1 and the ReLU output (= input of layer 2); weights excluded.
-    assert fp32 == 2 * 64 * 256 * 4
-    # bf16: the same two activations in 2 bytes, plus the bf16 copy of layer 2's weight
-    # that autocast made (layer 1's is not needed: x does not require grad).
-    assert bf16 == (2 * 64 * 256 + 256 * 256) * 2
-
-
-def test_peak_memory_is_none_off_cuda():
-    assert precision.peak_memory_bytes(lambda: torch.ones(10), "cpu") is None
-
-
-# ----------------------------------------------------------------------------- Keras, datasheets
-def test_keras_policy_names():
-    assert precision.keras_policy("cpu") == "mixed_bfloat16"
-    assert precision.keras_policy("cuda") == "mixed_float16"
-    assert precision.keras_policy("tpu") == "mixed_bfloat16"
-    assert precision.keras_policy("cpu", "fp16") == "mixed_float16"
-    with pytest.raises(ValueError):
-        precision.keras_policy("cpu", "fp32")
-
-
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow absent")
-def test_keras_helpers():
-    import keras
-
-    before = keras.mixed_precision.global_policy().name
-    with precision.keras_policy_scope("mixed_bfloat16") as pol:
-        assert pol.name == "mixed_bfloat16"
-        inner = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
-        model = precision.keras_float32_output(inner)
-        opt = precision.keras_optimizer(keras.optimizers.SGD(0.1))
-        assert not isinstance(opt, keras.optimizers.LossScaleOptimizer)
-    assert keras.mixed_precision.global_policy().name == before
-    out = model(keras.ops.ones((2, 4)))
-    assert inner.layers[-1].compute_dtype == "bfloat16"
-    assert keras.backend.standardize_dtype(out.dtype) == "float32"
-    assert model.count_params() == inner.count_params()
-    scaled = precision.keras_optimizer(keras.optimizers.SGD(0.1), "mixed_float16")
-    assert isinstance(scaled, keras.optimizers.LossScaleOptimizer)
-
-
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow absent")
-def test_keras_activation_bytes_counts_layer_outputs():
-    import keras
-
-    def build():
-        return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16),
-                                 keras.layers.Dense(4)])
-
-    fp32 = build()
-    assert precision.keras_activation_bytes(fp32, 10) == 10 * (16 + 4) * 4
-    with precision.keras_policy_scope("mixed_bfloat16"):
-        mixed = precision.keras_float32_output(build())
-    # two bf16 layer outputs, then the float32 output activation
-    assert precision.keras_activation_bytes(mixed, 10) == 10 * (16 + 4) * 2 + 10 * 4 * 4
-    with pytest.raises(ValueError):
-        precision.keras_activation_bytes(fp32, 0)
-    peak = precision.tf_peak_memory_bytes(lambda: None, "GPU:0")
-    assert peak is None or peak >= 0  # None without a GPU: TF reports no CPU peak
-
-
-def test_datasheet_tflops():
-    assert precision.datasheet_tflops("NVIDIA A100-SXM4-80GB", "bf16") == 312.0
-    assert precision.datasheet_tflops("NVIDIA H100 PCIe", torch.float16) == 756.0
-    assert precision.datasheet_tflops("NVIDIA H200", "fp32") == 67.0
-    assert precision.datasheet_tflops("Tesla T4", "bf16") is None
-    assert precision.datasheet_tflops("Intel(R) Xeon(R)", "fp32") is None

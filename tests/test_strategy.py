@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from accelkit import device, strategy
+from accelkit import device, strategy, tf_device
 
 
 class FakeStrategy:
@@ -156,10 +156,10 @@ def test_global_and_per_replica_batch():
         strategy.global_batch(8, object())
 
 
-@pytest.mark.skipif(not device.has_tf(), reason="TensorFlow not installed")
+@pytest.mark.skipif(not tf_device.has_tf(), reason="TensorFlow not installed")
 @pytest.mark.skipif(device.has_tpu(), reason="this machine has a TPU")
 def test_real_tf_without_tpu_is_default_and_fast():
-    tf = device.import_tf()
+    tf = tf_device.import_tf()
     start = time.perf_counter()
     choice = strategy.choose_strategy()
     detect_s = time.perf_counter() - start

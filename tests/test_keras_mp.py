@@ -1,0 +1,54 @@
+"""accelkit.keras_mp: the Keras mixed-precision policy, its scope, float32 output, loss scaling."""
+
+import importlib.util
+
+import pytest
+
+from accelkit import keras_mp
+
+
+def test_keras_policy_names():
+    assert keras_mp.keras_policy("cpu") == "mixed_bfloat16"
+    assert keras_mp.keras_policy("cuda") == "mixed_float16"
+    assert keras_mp.keras_policy("tpu") == "mixed_bfloat16"
+    assert keras_mp.keras_policy("cpu", "fp16") == "mixed_float16"
+    with pytest.raises(ValueError):
+        keras_mp.keras_policy("cpu", "fp32")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow absent")
+def test_keras_helpers():
+    import keras
+
+    before = keras.mixed_precision.global_policy().name
+    with keras_mp.keras_policy_scope("mixed_bfloat16") as pol:
+        assert pol.name == "mixed_bfloat16"
+        inner = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+        model = keras_mp.keras_float32_output(inner)
+        opt = keras_mp.keras_optimizer(keras.optimizers.SGD(0.1))
+        assert not isinstance(opt, keras.optimizers.LossScaleOptimizer)
+    assert keras.mixed_precision.global_policy().name == before
+    out = model(keras.ops.ones((2, 4)))
+    assert inner.layers[-1].compute_dtype == "bfloat16"
+    assert keras.backend.standardize_dtype(out.dtype) == "float32"
+    assert model.count_params() == inner.count_params()
+    scaled = keras_mp.keras_optimizer(keras.optimizers.SGD(0.1), "mixed_float16")
+    assert isinstance(scaled, keras.optimizers.LossScaleOptimizer)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow absent")
+def test_keras_activation_bytes_counts_layer_outputs():
+    import keras
+
+    def build():
+        return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16),
+                                 keras.layers.Dense(4)])
+
+    fp32 = build()
+    assert keras_mp.keras_activation_bytes(fp32, 10) == 10 * (16 + 4) * 4
+    with keras_mp.keras_policy_scope("mixed_bfloat16"):
+        mixed = keras_mp.keras_float32_output(build())
+    # two bf16 layer outputs, then the float32 output activation
+    assert keras_mp.keras_activation_bytes(mixed, 10) == 10 * (16 + 4) * 2 + 10 * 4 * 4
+    with pytest.raises(ValueError):
+        keras_mp.keras_activation_bytes(fp32, 0)
