@@ -24,6 +24,7 @@ _MODULES = (
     "device",
     "dist",
     "env",
+    "exercises",
     "fusion",
     "hardware",
     "launch",
