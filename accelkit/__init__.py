@@ -35,7 +35,9 @@ _MODULES = (
     "report",
     "roofline",
     "runner",
+    "stats",
     "strategy",
+    "tf_bench",
 )
 
 __all__ = list(_MODULES)
