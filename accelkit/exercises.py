@@ -16,7 +16,6 @@ from those formulas, so a key that drifts from its formula fails there.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,8 +29,9 @@ class Key:
     Attributes:
         answer: the expected answer (unused when ``measured`` or ``judge`` is set).
         hint: printed with a wrong or missing answer.
-        rel: relative tolerance for a numeric answer (``math.isclose(answer, expected,
-            rel_tol=rel)``); ``None``: the answer must equal the key (``answer == expected``).
+        rel: relative tolerance for a numeric answer, of the expected value: right when
+            ``abs(answer - expected) <= rel * abs(expected)``; ``None``: the answer must equal
+            the key (``answer == expected``).
         measured: the expected answer is measured on this machine and registered by the
             notebook with :func:`expect`.
         judge: for answers that are functions: ``judge(answer)`` returns whether it is right.
@@ -148,7 +148,7 @@ def _compare(name: str, key: Key, answer: Any) -> tuple[bool, str]:
         value = float(answer)
     except (TypeError, ValueError):
         return False, f" (expected a number, got {type(answer).__name__})"
-    return math.isclose(value, float(expected), rel_tol=key.rel), ""
+    return abs(value - float(expected)) <= key.rel * abs(float(expected)), ""
 
 
 def check(name: str, answer: Any) -> bool:
