@@ -10,8 +10,9 @@ Answers that depend on the machine (notebook 00's roofline) are marked ``measure
 notebook registers them with :func:`expect` before the learner checks them.
 
 Lives elsewhere: the formulas the answers come from (``fusion``, ``dist``, ``memory``,
-``precision``, ``roofline``, ``data``).  ``tests/test_exercises.py`` recomputes every key here
-from those formulas, so a key that drifts from its formula fails there.
+``precision``, ``roofline``, ``data``).  ``tests/test_exercises.py`` recomputes every key
+independently of this table (from those formulas, or ``torch.finfo`` for the number formats),
+so a key that drifts from its formula fails there.
 """
 
 from __future__ import annotations
