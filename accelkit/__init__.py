@@ -28,6 +28,7 @@ _MODULES = (
     "dtypes",
     "emulation",
     "env",
+    "exercises",
     "fusion",
     "hardware",
     "keras_mp",
@@ -39,7 +40,9 @@ _MODULES = (
     "report",
     "roofline",
     "runner",
+    "stats",
     "strategy",
+    "tf_bench",
     "tf_device",
 )
 

@@ -5,17 +5,29 @@ returns the speedup, which is what the notebooks' asserts check (a ratio of two
 measurements taken side by side is stable on a noisy shared CPU; an absolute time is not).
 
 GPU kernels run asynchronously: ``torch.utils.benchmark.Timer`` synchronises CUDA itself,
-and for other devices (MPS, XLA) and for TensorFlow this module wraps the callable so the
-clock stops only when the result exists (``sync=`` / ``measure_tf``).
+and for other devices (MPS, XLA) this module wraps the callable so the clock stops only when
+the result exists (``device=``).
+
+Owns: :class:`Timing`, :class:`Comparison` (its verdicts re-exported from ``stats``),
+``measure``, ``compare``, ``time_once``, ``fit_size``, ``table``, ``format_time``.
+Lives elsewhere: the statistics and the verdict rule (:mod:`accelkit.stats`), timing
+TensorFlow callables (:mod:`accelkit.tf_bench`), asserting a verdict in a notebook
+(:func:`accelkit.checks.assert_speedup`), device synchronisation (:mod:`accelkit.device`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from accelkit.stats import HOLDS as HOLDS  # Comparison.verdict's verdicts, named here too
+from accelkit.stats import REFUTED as REFUTED
+from accelkit.stats import UNDECIDED, decide, iqr, median_interval, relative_iqr
 
 
 @dataclass(frozen=True)
@@ -49,10 +61,7 @@ class Timing:
     @property
     def iqr_s(self) -> float:
         """Interquartile range of seconds per call (0 with fewer than 2 blocks)."""
-        if len(self.times_s) < 2:
-            return 0.0
-        q = statistics.quantiles(self.times_s, n=4, method="inclusive")
-        return q[2] - q[0]
+        return iqr(self.times_s)
 
     @property
     def tflops(self) -> float | None:
@@ -80,54 +89,6 @@ class Timing:
         return ", ".join(parts)
 
 
-# ----------------------------------------------------------------------------- statistics
-#: The claims a comparison can be checked against, and what each verdict means.
-HOLDS, REFUTED, UNDECIDED = "holds", "does not hold here", "too noisy to decide"
-
-
-def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Return a distribution-free confidence interval for the median of ``values``.
-
-    Order statistics: with ``n`` sorted values, ``[v_(k), v_(n-k+1)]`` covers the true median
-    with probability ``1 - 2 P(Binomial(n, 1/2) < k)``; ``k`` is the largest index keeping that
-    at least ``confidence`` (Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2).
-    It assumes only that the values are independent draws, not that they are normal, which
-    matters on a machine whose speed has modes.
-
-    Args:
-        values: at least one number (per-pair speed ratios, say).
-        confidence: the coverage wanted, in (0, 1).
-
-    Returns:
-        ``(low, high)``.  With too few values for ``confidence`` (fewer than 6 at 95 %) it is
-        ``(min, max)``, which then covers the median with less than ``confidence``.
-
-    Raises:
-        ValueError: for no values or a confidence outside (0, 1).
-    """
-    if not values:
-        raise ValueError("median_interval needs at least one value")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    v, n = sorted(values), len(values)
-    tail, k = 0.0, 0
-    for j in range(n // 2):  # P(X <= j) for X ~ Binomial(n, 1/2)
-        tail += math.comb(n, j) / 2**n
-        if 2 * tail > 1 - confidence:
-            break
-        k = j + 1
-    k = max(k, 1)
-    return v[k - 1], v[n - k]
-
-
-def relative_iqr(values: Sequence[float]) -> float:
-    """Return the interquartile range of ``values`` divided by their median (0 for < 2 values)."""
-    if len(values) < 2:
-        return 0.0
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return (q[2] - q[0]) / statistics.median(values)
-
-
 @dataclass(frozen=True)
 class Comparison:
     """Two callables timed in interleaved pairs (A B, B A, A B ...) in the same run.
@@ -141,7 +102,8 @@ class Comparison:
         candidate: the changed version's timing (one sample per pair).
         ratios: one speed ratio per pair, > 1 where the candidate was faster.
         confidence: the coverage of :attr:`interval`.
-        extra: free-form notes (``"budget_s"`` spent, ``"claim"`` checked while measuring).
+        extra: free-form notes (``"extra_s"`` spent on further batches, ``"claim"`` checked
+            while measuring).
     """
 
     baseline: Timing
@@ -171,29 +133,17 @@ class Comparison:
         return relative_iqr(self.ratios)
 
     def verdict(self, at_least: float | None = None, at_most: float | None = None) -> str:
-        """Decide a claim about the speedup from its interval.
+        """Decide a claim about the speedup from its interval, by :func:`accelkit.stats.decide`.
 
         Args:
             at_least: the claim "the candidate is at least this many times faster"
                 (1.0 = "no slower"; 0.5 = "at most 2x slower").
             at_most: the claim "at most this many times faster" (an upper bound).
 
-        Returns:
-            :data:`HOLDS` when the whole interval satisfies the claim, :data:`REFUTED` when the
-            whole interval violates it, else :data:`UNDECIDED`.
-
-        Raises:
-            ValueError: when neither bound is given.
+        Returns :data:`HOLDS`, :data:`REFUTED` or :data:`UNDECIDED`; raises ValueError without
+        a bound.
         """
-        if at_least is None and at_most is None:
-            raise ValueError("verdict() needs at_least= or at_most=")
-        low, high = self.interval
-        lo, hi = (at_least or -math.inf), (at_most if at_most is not None else math.inf)
-        if lo <= low and high <= hi:
-            return HOLDS
-        if high < lo or low > hi:
-            return REFUTED
-        return UNDECIDED
+        return decide(self.interval, at_least, at_most)
 
     def finding(self) -> str:
         """Say what this run found, from the interval: faster, slower, or no clear difference.
@@ -229,8 +179,26 @@ def format_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def _device_str(device: Any) -> str:
-    return "cpu" if device is None else str(device)
+def table(timings: Sequence[Timing], baseline: Timing | None = None) -> str:
+    """Return a Markdown table of timings: median, IQR, TFLOP/s, GB/s, samples/s, speedup.
+
+    Args:
+        timings: the timings, one row each.
+        baseline: the row to compute speedups against (default: the first).
+    """
+    if not timings:
+        raise ValueError("table() needs at least one timing")
+    base = baseline or timings[0]
+    rows = ["| what | median | IQR | TFLOP/s | GB/s | samples/s | speedup |",
+            "|---|---|---|---|---|---|---|"]
+    for t in timings:
+        cells = [t.label, format_time(t.median_s), format_time(t.iqr_s),
+                 "" if t.tflops is None else f"{t.tflops:.3g}",
+                 "" if t.gbps is None else f"{t.gbps:.3g}",
+                 "" if t.samples_per_s is None else f"{t.samples_per_s:,.0f}",
+                 f"{base.median_s / t.median_s:.2f}x"]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def _wrap_sync(fn: Callable[[], Any], device: Any) -> Callable[[], Any]:
@@ -252,15 +220,9 @@ def _wrap_sync(fn: Callable[[], Any], device: Any) -> Callable[[], Any]:
     return synced
 
 
-def _blocks(fn: Callable[[], Any], min_run_time: float, threads: int) -> tuple[float, ...]:
-    from torch.utils.benchmark import Timer
-
-    m = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).blocked_autorange(
-        min_run_time=min_run_time)
-    return tuple(m.times)
-
-
-def _check(min_run_time: float, warmup: int) -> None:
+def _check(min_run_time: float, warmup: int, pairs: int = 2) -> None:
+    if pairs < 2:
+        raise ValueError(f"pairs must be >= 2, got {pairs}")
     if min_run_time <= 0:
         raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
     if warmup < 0:
@@ -310,13 +272,16 @@ def measure(
         ValueError: for ``min_run_time <= 0``, ``warmup < 0`` or ``threads < 1``.
     """
     _check(min_run_time, warmup)
+    from torch.utils.benchmark import Timer
+
     n_threads = _threads(threads)
     call = _wrap_sync(fn, device)
     for _ in range(warmup):
         call()
-    times = _blocks(call, min_run_time, n_threads)
-    return Timing(label or getattr(fn, "__name__", "fn"), times, flops, bytes_moved, samples,
-                  n_threads, _device_str(device))
+    times = Timer(stmt="fn()", globals={"fn": call}, num_threads=n_threads).blocked_autorange(
+        min_run_time=min_run_time).times
+    return Timing(label or getattr(fn, "__name__", "fn"), tuple(times), flops, bytes_moved, samples,
+                  n_threads, "cpu" if device is None else str(device))
 
 
 def time_once(fn: Callable[[], Any], *, device: Any = None) -> float:
@@ -326,7 +291,8 @@ def time_once(fn: Callable[[], Any], *, device: Any = None) -> float:
     a first call, a cold start.  Steady-state speed belongs to :func:`measure`.
 
     Args:
-        fn: a callable with no arguments (wrap TensorFlow callables in :func:`tf_sync`).
+        fn: a callable with no arguments (wrap TensorFlow callables in
+            :func:`accelkit.tf_bench.sync`).
         device: the device the work runs on; it is synchronised (CUDA, MPS, XLA) so the
             clock stops when the work is done.  Default: the current CUDA device, if any.
 
@@ -335,8 +301,6 @@ def time_once(fn: Callable[[], Any], *, device: Any = None) -> float:
 
     Example: ``compile_s = time_once(lambda: compiled(x), device=dev)``
     """
-    import time
-
     from accelkit.device import synchronize
 
     synchronize(device)
@@ -344,47 +308,6 @@ def time_once(fn: Callable[[], Any], *, device: Any = None) -> float:
     fn()
     synchronize(device)
     return time.perf_counter() - start
-
-
-def _calibrate(fn: Callable[[], Any], sample_s: float, threads: int) -> int:
-    """Return how many calls of ``fn`` make one sample of about ``sample_s`` seconds."""
-    from torch.utils.benchmark import Timer
-
-    one = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).timeit(1).mean
-    return max(1, min(10**6, round(sample_s / max(one, 1e-9))))
-
-
-def _sample(fn: Callable[[], Any], number: int, threads: int) -> float:
-    """Return the mean seconds per call of ``number`` back-to-back calls (one sample)."""
-    from torch.utils.benchmark import Timer
-
-    return Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).timeit(number).mean
-
-
-#: Pairs timed before a deadline may cut a batch short (6 give a 95 % interval narrower
-#: than (min, max); see :func:`median_interval`).
-MIN_PAIRS = 6
-
-
-def _pairs(fns: Sequence[Callable[[], Any]], numbers: Sequence[int], count: int, start: int,
-           threads: int, stop_at: float = math.inf) -> list[tuple[float, float]]:
-    """Time ``count`` pairs, alternating A B / B A from pair number ``start`` on.
-
-    Stops early once ``time.perf_counter()`` passes ``stop_at`` and at least
-    :data:`MIN_PAIRS` pairs exist in all (``start`` counts the earlier ones).
-    """
-    import time
-
-    out: list[tuple[float, float]] = []
-    for p in range(start, start + count):
-        if p >= MIN_PAIRS and time.perf_counter() > stop_at:
-            break
-        order = (0, 1) if p % 2 == 0 else (1, 0)
-        got = [0.0, 0.0]
-        for i in order:
-            got[i] = _sample(fns[i], numbers[i], threads)
-        out.append((got[0], got[1]))
-    return out
 
 
 def fit_size(make: Callable[[int], Callable[[], Any]], n: int, *, max_call_s: float,
@@ -441,24 +364,19 @@ def fit_size(make: Callable[[int], Callable[[], Any]], n: int, *, max_call_s: fl
                   f"timed at {size} instead")
 
 
-def compare(
-    baseline: Callable[[], Any],
-    candidate: Callable[[], Any],
-    *,
-    labels: Sequence[str] = ("baseline", "candidate"),
-    flops: float | None = None,
-    bytes_moved: float | Sequence[float | None] | None = None,
-    samples: int | None = None,
-    device: Any = None,
-    threads: int | None = None,
-    min_run_time: float = 0.4,
-    pairs: int = 12,
-    warmup: int = 2,
-    at_least: float | None = None,
-    at_most: float | None = None,
-    budget_s: float | None = None,
-    confidence: float = 0.95,
-) -> Comparison:
+# ------------------------------------------- comparing two callables in interleaved pairs
+#: Pairs timed before a deadline may cut a batch short (6 give a 95 % interval narrower
+#: than (min, max); see :func:`median_interval`).
+MIN_PAIRS = 6
+
+
+def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
+            labels: Sequence[str] = ("baseline", "candidate"), flops: float | None = None,
+            bytes_moved: float | Sequence[float | None] | None = None, samples: int | None = None,
+            device: Any = None, threads: int | None = None, min_run_time: float = 0.4,
+            pairs: int = 12, warmup: int = 2, at_least: float | None = None,
+            at_most: float | None = None, budget_s: float | None = None,
+            confidence: float = 0.95) -> Comparison:
     """Time two callables in interleaved pairs and return both and the per-pair speedups.
 
     Each pair times a sample of A and a sample of B back to back (in alternating order,
@@ -497,29 +415,81 @@ def compare(
 
     Example: ``c = compare(lambda: a @ b, lambda: a16 @ b16, at_least=1.2); print(c)``
     """
-    import time
-
-    _check(min_run_time, warmup)
-    if pairs < 2:
-        raise ValueError(f"pairs must be >= 2, got {pairs}")
+    _check(min_run_time, warmup, pairs)
     n_threads = _threads(threads)
     fns = [_wrap_sync(baseline, device), _wrap_sync(candidate, device)]
+    numbers = _warm_and_calibrate(fns, warmup, min_run_time / pairs, n_threads)
+    build = functools.partial(_comparison, labels=labels, flops=flops, bytes_moved=bytes_moved,
+                              samples=samples, threads=n_threads, device=device,
+                              confidence=confidence)
+    # the first batch takes ~2 * min_run_time; on a much slowed machine it stops at twice that
+    got = _pairs(fns, numbers, pairs, 0, n_threads, stop_at=time.perf_counter() + 4 * min_run_time)
+
+    def more(done: int, stop_at: float) -> list[tuple[float, float]]:  # one further batch
+        return _pairs(fns, numbers, pairs, done, n_threads, stop_at=stop_at)
+
+    budget = 8 * min_run_time if budget_s is None else budget_s
+    return _until_decided(build, got, more, at_least, at_most, budget)
+
+
+def _warm_and_calibrate(fns: Sequence[Callable[[], Any]], warmup: int, sample_s: float,
+                        threads: int) -> list[int]:
+    """Call each of ``fns`` ``warmup`` times, then return the calls per sample of each."""
     for f in fns:
         for _ in range(warmup):
             f()
-    numbers = [_calibrate(f, min_run_time / pairs, n_threads) for f in fns]
-    # the first batch takes about 2 * min_run_time; on a machine slowed many times over (an
-    # oversubscribed CPU) it stops at twice that, once MIN_PAIRS pairs exist
-    got = _pairs(fns, numbers, pairs, 0, n_threads, stop_at=time.perf_counter() + 4 * min_run_time)
+    return [_calibrate(f, sample_s, threads) for f in fns]
+
+
+def _calibrate(fn: Callable[[], Any], sample_s: float, threads: int) -> int:
+    """Return how many calls of ``fn`` make one sample of about ``sample_s`` seconds."""
+    from torch.utils.benchmark import Timer
+
+    one = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).timeit(1).mean
+    return max(1, min(10**6, round(sample_s / max(one, 1e-9))))
+
+
+def _sample(fn: Callable[[], Any], number: int, threads: int) -> float:
+    """Return the mean seconds per call of ``number`` back-to-back calls (one sample)."""
+    from torch.utils.benchmark import Timer
+
+    return Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).timeit(number).mean
+
+
+def _pairs(fns: Sequence[Callable[[], Any]], numbers: Sequence[int], count: int, start: int,
+           threads: int, stop_at: float = math.inf) -> list[tuple[float, float]]:
+    """Time ``count`` pairs, alternating A B / B A from pair number ``start`` on.
+
+    Stops early once ``time.perf_counter()`` passes ``stop_at`` and at least
+    :data:`MIN_PAIRS` pairs exist in all (``start`` counts the earlier ones).
+    """
+    out: list[tuple[float, float]] = []
+    for p in range(start, start + count):
+        if p >= MIN_PAIRS and time.perf_counter() > stop_at:
+            break
+        order = (0, 1) if p % 2 == 0 else (1, 0)
+        got = [0.0, 0.0]
+        for i in order:
+            got[i] = _sample(fns[i], numbers[i], threads)
+        out.append((got[0], got[1]))
+    return out
+
+
+def _until_decided(build: Callable[[list[tuple[float, float]]], Comparison],
+                   got: list[tuple[float, float]],
+                   more: Callable[[int, float], list[tuple[float, float]]],
+                   at_least: float | None, at_most: float | None, budget_s: float) -> Comparison:
+    """Return ``build(got)`` after timing further batches (``more(pairs_done, stop_at)``)
+    while the claim ``at_least``/``at_most`` is undecided and ``budget_s`` lasts; with no
+    claim, none.  Notes ``extra["extra_s"]`` (seconds spent here) and ``extra["claim"]``.
+    """
     claim = at_least is not None or at_most is not None
-    budget = 8 * min_run_time if budget_s is None else budget_s
     start = time.perf_counter()
-    result = _comparison(got, labels, flops, bytes_moved, samples, n_threads, device, confidence)
+    result = build(got)
     while claim and result.verdict(at_least, at_most) == UNDECIDED \
-            and time.perf_counter() - start < budget:
-        got += _pairs(fns, numbers, pairs, len(got), n_threads, stop_at=start + budget)
-        result = _comparison(got, labels, flops, bytes_moved, samples, n_threads, device,
-                             confidence)
+            and time.perf_counter() - start < budget_s:
+        got = got + more(len(got), start + budget_s)
+        result = build(got)
     result.extra["extra_s"] = time.perf_counter() - start
     if claim:
         result.extra["claim"] = {"at_least": at_least, "at_most": at_most}
@@ -532,81 +502,5 @@ def _comparison(got: list[tuple[float, float]], labels: Sequence[str], flops: fl
     """Build a :class:`Comparison` from ``(baseline_s, candidate_s)`` pairs."""
     bm = bytes_moved if isinstance(bytes_moved, Sequence) else (bytes_moved, bytes_moved)
     made = [Timing(labels[i], tuple(p[i] for p in got), flops, bm[i], samples, threads,
-                   _device_str(device)) for i in range(2)]
+                   "cpu" if device is None else str(device)) for i in range(2)]
     return Comparison(made[0], made[1], tuple(a / b for a, b in got), confidence)
-
-
-def tf_force(out: Any) -> list[Any]:
-    """Wait for TensorFlow results by fetching one element of each tensor to the host.
-
-    TensorFlow's GPU/TPU ops run asynchronously, like CUDA's.  A value can reach the host
-    only after the op that makes it has finished, so fetching *one element* of each output
-    is a synchronisation point that copies a few bytes whatever the tensor's size — unlike
-    ``.numpy()`` of the whole output, which would time a device-to-host copy too (1 GiB in
-    the ``full`` profile).
-
-    Args:
-        out: what the timed callable returned: a tensor, a nest of tensors, or anything else
-            (non-tensors are left alone).
-
-    Returns:
-        The NumPy arrays fetched, one of at most one element per tensor (for tests).
-    """
-    import tensorflow as tf
-
-    fetched = []
-    for t in tf.nest.flatten(out):
-        if isinstance(t, (tf.Tensor, tf.Variable)):
-            fetched.append(tf.reshape(t, [-1])[:1].numpy())
-    return fetched
-
-
-def tf_sync(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """Wrap a TensorFlow callable so each call returns only once its result exists.
-
-    See :func:`tf_force`: one element of each output is fetched, so the bytes copied to the
-    host do not grow with the output.
-    """
-
-    def synced() -> Any:
-        out = fn()
-        tf_force(out)
-        return out
-
-    return synced
-
-
-def measure_tf(fn: Callable[[], Any], **kwargs: Any) -> Timing:
-    """Time a TensorFlow callable; like :func:`measure`, with the result forced to the host.
-
-    Keyword arguments are those of :func:`measure` (``device`` is not used).
-    """
-    kwargs.setdefault("label", getattr(fn, "__name__", "fn"))
-    return measure(tf_sync(fn), **kwargs)
-
-
-def compare_tf(baseline: Callable[[], Any], candidate: Callable[[], Any], **kwargs: Any) -> Comparison:
-    """Like :func:`compare` for TensorFlow callables (results forced to the host)."""
-    return compare(tf_sync(baseline), tf_sync(candidate), **kwargs)
-
-
-def table(timings: Sequence[Timing], baseline: Timing | None = None) -> str:
-    """Return a Markdown table of timings: median, IQR, TFLOP/s, GB/s, samples/s, speedup.
-
-    Args:
-        timings: the timings, one row each.
-        baseline: the row to compute speedups against (default: the first).
-    """
-    if not timings:
-        raise ValueError("table() needs at least one timing")
-    base = baseline or timings[0]
-    rows = ["| what | median | IQR | TFLOP/s | GB/s | samples/s | speedup |",
-            "|---|---|---|---|---|---|---|"]
-    for t in timings:
-        cells = [t.label, format_time(t.median_s), format_time(t.iqr_s),
-                 "" if t.tflops is None else f"{t.tflops:.3g}",
-                 "" if t.gbps is None else f"{t.gbps:.3g}",
-                 "" if t.samples_per_s is None else f"{t.samples_per_s:,.0f}",
-                 f"{base.median_s / t.median_s:.2f}x"]
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
