@@ -23,6 +23,7 @@ _MODULES = (
     "data",
     "device",
     "dist",
+    "elastic",
     "env",
     "fusion",
     "hardware",
@@ -31,9 +32,11 @@ _MODULES = (
     "models",
     "plot",
     "precision",
+    "procs",
     "report",
     "roofline",
     "runner",
+    "scripts",
     "strategy",
 )
 
