@@ -57,6 +57,17 @@ def _tail(text: str, n: int) -> str:
     return "\n".join(lines[-n:])
 
 
+def _before_traceback(output: str, traceback: str) -> str:
+    """``output`` without the traceback it ends with, when that ends as ``traceback`` does.
+
+    (A worker that records its exception also prints it; the summary shows it once.)
+    """
+    last = traceback.strip().splitlines()[-1:]
+    if last and output.rstrip().endswith(last[0]) and _TRACEBACK in output:
+        return output[:output.rindex(_TRACEBACK)]
+    return output
+
+
 def _code_text(code: int | None) -> str:
     if code is None:
         return "exit code unknown"
@@ -140,8 +151,7 @@ class LaunchResult:
             return [f"{head}; its own output:", _tail(own, 40) or "(it printed nothing)"]
         lines = [f"{head}: {record.message}", "its traceback (from its error file):",
                  _tail(record.traceback, 25) or "(none recorded)"]
-        tb = record.traceback.strip()
-        before = own[:own.rindex(tb)] if tb and tb in own else own  # it printed it too
+        before = _before_traceback(own, record.traceback)
         if before.strip():
             lines += ["its last output before that:", _tail(before, 10)]
         return lines
