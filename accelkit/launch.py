@@ -26,14 +26,11 @@ import os
 import shlex
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from accelkit import elastic, procs, scripts
 from accelkit.elastic import RankFailure
@@ -405,36 +402,6 @@ def python(script: str | os.PathLike[str], args: Sequence[Any] = (), *, timeout_
 
 
 # ----------------------------------------------------------------------------- spawn
-def _start_spawn(fn: Callable[..., Any], args: Sequence[Any], nprocs: int, launch_id: str,
-                 err_fd: int) -> Any:
-    """``start_processes`` with the marker set and fd 2 pointing at ``err_fd`` meanwhile."""
-    import torch.multiprocessing as mp  # imports torch: only when spawning
-
-    saved = os.dup(2)
-    try:
-        with mock.patch.dict(os.environ, {procs.MARKER_ENV: launch_id}), \
-                mock.patch.object(sys, "path", scripts.sys_path_for(fn)):
-            os.dup2(err_fd, 2)  # children inherit fd 2 at start; restored right after
-            return mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=False,
-                                      start_method="spawn")
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def _join_spawn(ctx: Any, timeout_s: float) -> tuple[bool, BaseException | None]:
-    """Wait for the children; return (timed out, the exception torch raised or None)."""
-    deadline = time.perf_counter() + timeout_s
-    try:
-        while not ctx.join(timeout=0.1):
-            if time.perf_counter() > deadline:
-                break
-    except Exception as exc:  # re-raised by the caller, with the child's stderr
-        return False, exc
-    timed_out = time.perf_counter() > deadline and any(p.is_alive() for p in ctx.processes)
-    return timed_out, None
-
-
 def spawn(fn: Callable[..., Any], *, nprocs: int = 2, args: Sequence[Any] = (),
           timeout_s: float = 60) -> None:
     """Run ``fn(rank, *args)`` in ``nprocs`` processes with ``torch.multiprocessing``.
@@ -462,24 +429,16 @@ def spawn(fn: Callable[..., Any], *, nprocs: int = 2, args: Sequence[Any] = (),
         raise ValueError(f"nprocs must be an int >= 1, got {nprocs!r}")
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-    launch_id = procs.new_launch_id()
-    # multiprocessing's resource tracker is shared by later calls: start it untagged, with
-    # the real stderr, so the clean-up below never takes it for one of our children.
-    resource_tracker.ensure_running()
-    with tempfile.TemporaryFile() as err:
-        ctx = _start_spawn(fn, args, nprocs, launch_id, err.fileno())
-        timed_out, failure = _join_spawn(ctx, timeout_s)
-        live = [procs.process(p.pid) for p in ctx.processes if p.is_alive()]
-        procs.kill_all([q for q in live if q is not None], launch_id, grace_s=2.0)
-        err.seek(0)
-        child_err = err.read().decode("utf-8", "replace").strip()
-    if timed_out:
+    run = procs.spawn_group(fn, args, nprocs=nprocs, timeout_s=timeout_s,
+                            sys_path=scripts.sys_path_for(fn))
+    if run.timed_out:
         raise TimeoutError(f"spawned processes ran past {timeout_s:g} s and were killed")
-    if failure is not None:
-        last = child_err[child_err.rfind(_TRACEBACK):] if _TRACEBACK in child_err else child_err
-        msg = (f"{type(failure).__name__}: {failure}\n--- a child's own stderr ---\n"
+    if run.error is not None:
+        err = run.stderr
+        last = err[err.rfind(_TRACEBACK):] if _TRACEBACK in err else err
+        msg = (f"{type(run.error).__name__}: {run.error}\n--- a child's own stderr ---\n"
                f"{_tail(last, 15) or '(empty)'}")
-        raise LaunchError(msg, LaunchResult("spawn", [], logs={0: child_err})) from failure
+        raise LaunchError(msg, LaunchResult("spawn", [], logs={0: err})) from run.error
 
 
 # ----------------------------------------------------------------------------- plan

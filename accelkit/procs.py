@@ -11,6 +11,7 @@ This module owns the plumbing under every launcher in :mod:`accelkit.launch`:
 * :func:`kill_all` ends a process tree with SIGTERM, then SIGKILL (psutil), and every
   process tagged with the launch's marker (``$ACCELKIT_LAUNCH_ID``), also those whose parent
   died first; :func:`leftover_processes` lists what is still alive;
+* :func:`spawn_group` does the same for a function in ``torch.multiprocessing`` children;
 * :func:`free_port` and :func:`is_port_free` for launchers that need a TCP port.
 
 What lives elsewhere: the launchers, their results and errors (:mod:`accelkit.launch`),
@@ -20,19 +21,26 @@ torchrun's per-rank failure records (:mod:`accelkit.elastic`), worker script fil
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import IO, Any
+from unittest import mock
+
+import psutil
 
 #: Environment variable set on every process a launch starts (its value: the launch id).
 MARKER_ENV = "ACCELKIT_LAUNCH_ID"
@@ -115,8 +123,6 @@ def describe_exit(code: int | None) -> str:
 
 
 def _alive(proc: Any) -> bool:
-    import psutil
-
     try:
         return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
@@ -125,8 +131,6 @@ def _alive(proc: Any) -> bool:
 
 def process(pid: int) -> Any:
     """Return ``psutil.Process(pid)``, or None when it is gone."""
-    import psutil
-
     try:
         return psutil.Process(pid)
     except psutil.Error:
@@ -135,18 +139,11 @@ def process(pid: int) -> Any:
 
 def _marked(launch_id: str) -> list[Any]:
     """Processes of this user whose environment carries ``MARKER_ENV=launch_id``."""
-    import psutil
-
     found = []
-    me = os.getpid()
     for p in psutil.process_iter(["pid"]):
-        if p.pid == me:
-            continue
-        try:
-            if p.environ().get(MARKER_ENV) == launch_id:
+        with contextlib.suppress(psutil.Error, OSError):
+            if p.pid != os.getpid() and p.environ().get(MARKER_ENV) == launch_id:
                 found.append(p)
-        except (psutil.Error, OSError):
-            continue
     return found
 
 
@@ -170,33 +167,23 @@ def _wait_dead(procs: Sequence[Any], timeout_s: float) -> None:
 
 
 def _with_descendants(procs: Iterable[Any]) -> dict[int, Any]:
-    import psutil
-
     found: dict[int, Any] = {}
     for p in procs:
         if _alive(p):
             found[p.pid] = p
-            try:
+            with contextlib.suppress(psutil.Error):
                 found.update({c.pid: c for c in p.children(recursive=True)})
-            except psutil.Error:
-                pass
     return found
 
 
 def _signal(proc: Any, sig: signal.Signals) -> None:
     """Send ``sig`` to ``proc`` and to its process group when that group is not ours."""
-    import psutil
-
-    try:
+    with contextlib.suppress(OSError):
         pgid = os.getpgid(proc.pid)
         if pgid != os.getpgrp():  # its own group (start_new_session), never ours
             os.killpg(pgid, sig)
-    except OSError:
-        pass
-    try:
+    with contextlib.suppress(psutil.Error):
         proc.send_signal(sig)
-    except psutil.Error:
-        pass
 
 
 def kill_all(procs: Sequence[Any], launch_id: str, grace_s: float) -> int:
@@ -440,6 +427,80 @@ def run_group(children: Sequence[Child], *, launch_id: str, timeout_s: float,
     return run
 
 
+# ----------------------------------------------------------------------------- spawn
+@dataclass
+class SpawnRun:
+    """How a ``torch.multiprocessing`` group ended: timeout, torch's exception, their stderr."""
+
+    timed_out: bool = False
+    error: BaseException | None = None
+    stderr: str = ""
+
+
+def _start_spawn(fn: Callable[..., Any], args: Sequence[Any], nprocs: int, launch_id: str,
+                 err_fd: int, sys_path: list[str]) -> Any:
+    """``start_processes`` with the marker, ``sys_path`` and fd 2 on ``err_fd`` meanwhile."""
+    import torch.multiprocessing as mp  # imports torch: only when spawning
+
+    saved = os.dup(2)
+    try:
+        with mock.patch.dict(os.environ, {MARKER_ENV: launch_id}), \
+                mock.patch.object(sys, "path", sys_path):
+            os.dup2(err_fd, 2)  # children inherit fd 2 at start; restored right after
+            return mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=False,
+                                      start_method="spawn")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _join_spawn(ctx: Any, timeout_s: float) -> tuple[bool, BaseException | None]:
+    """Wait for the children; return (timed out, the exception torch raised or None)."""
+    deadline = time.perf_counter() + timeout_s
+    try:
+        while not ctx.join(timeout=0.1):
+            if time.perf_counter() > deadline:
+                break
+    except Exception as exc:  # the caller reports it, with the children's stderr
+        return False, exc
+    timed_out = time.perf_counter() > deadline and any(p.is_alive() for p in ctx.processes)
+    return timed_out, None
+
+
+def spawn_group(fn: Callable[..., Any], args: Sequence[Any] = (), *, nprocs: int,
+                timeout_s: float, sys_path: list[str] | None = None) -> SpawnRun:
+    """Run ``fn(rank, *args)`` in ``nprocs`` spawned processes; kill them all at the end.
+
+    ``torch.multiprocessing.start_processes`` (start method "spawn") with the children
+    tagged with a new launch id, their stderr captured in a file instead of the terminal
+    that runs Jupyter, and a time limit; every child (and descendant) is killed afterwards.
+
+    Args:
+        fn: a function the children can import by name.
+        args: passed after the rank.
+        nprocs: number of processes.
+        timeout_s: seconds before the children are killed.
+        sys_path: the children's ``sys.path`` (they copy the parent's at start); default:
+            this process's.
+
+    Returns:
+        A :class:`SpawnRun`: ``error`` is torch's exception when a child failed (e.g.
+        ``ProcessExitedException``), ``stderr`` what the children printed there.
+    """
+    launch_id = new_launch_id()
+    # multiprocessing's resource tracker is shared by later calls: start it untagged, with
+    # the real stderr, so the clean-up below never takes it for one of our children.
+    resource_tracker.ensure_running()
+    with tempfile.TemporaryFile() as err:
+        ctx = _start_spawn(fn, args, nprocs, launch_id, err.fileno(),
+                           list(sys.path) if sys_path is None else sys_path)
+        timed_out, error = _join_spawn(ctx, timeout_s)
+        live = [process(p.pid) for p in ctx.processes if p.is_alive()]
+        kill_all([q for q in live if q is not None], launch_id, grace_s=2.0)
+        err.seek(0)
+        return SpawnRun(timed_out, error, err.read().decode("utf-8", "replace").strip())
+
+
 __all__ = [
     "MARKER_ENV",
     "Child",
@@ -447,6 +508,7 @@ __all__ = [
     "PortInUseError",
     "QUIET_LINE",
     "RankedLines",
+    "SpawnRun",
     "child_env",
     "describe_exit",
     "free_port",
@@ -457,4 +519,5 @@ __all__ = [
     "new_launch_id",
     "process",
     "run_group",
+    "spawn_group",
 ]
