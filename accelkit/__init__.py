@@ -26,6 +26,7 @@ _MODULES = (
     "device",
     "dist",
     "dtypes",
+    "elastic",
     "emulation",
     "env",
     "exercises",
@@ -37,13 +38,16 @@ _MODULES = (
     "models",
     "plot",
     "precision",
+    "procs",
     "report",
     "roofline",
     "runner",
+    "scripts",
     "stats",
     "strategy",
     "tf_bench",
     "tf_device",
+    "verify",
 )
 
 __all__ = list(_MODULES)

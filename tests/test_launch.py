@@ -1,7 +1,7 @@
 """accelkit.launch: real torchrun/TF/spawn groups that end cleanly, fail loudly, never linger."""
 
+import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from accelkit import launch
+from accelkit import elastic, launch, procs, scripts
 
 # Each launch must end at most this long after its own time limit (the issue's bar).
 SLACK_S = 10
@@ -26,62 +26,135 @@ def _no_leftovers(result_or_id):
     launch_id = getattr(result_or_id, "launch_id", result_or_id)
     assert launch_id
     deadline = time.perf_counter() + 3
-    while launch.leftover_processes(launch_id) and time.perf_counter() < deadline:
+    while procs.leftover_processes(launch_id) and time.perf_counter() < deadline:
         time.sleep(0.1)
-    assert launch.leftover_processes(launch_id) == []
+    assert procs.leftover_processes(launch_id) == []
+
+
+@pytest.fixture(autouse=True)
+def _scratch(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCELKIT_SCRATCH", str(tmp_path / "scratch"))
 
 
 @pytest.fixture
 def ok_worker(tmp_path):
     return _script(tmp_path, "ok.py", """\
+        import sys
         import torch.distributed as dist
         dist.init_process_group("gloo")
         print(f"hello from rank {dist.get_rank()} of {dist.get_world_size()}")
+        if "--out" in sys.argv:
+            out = sys.argv[sys.argv.index("--out") + 1]
+            if dist.get_rank() == 0:
+                open(out, "w").write('{"world": %d}' % dist.get_world_size())
         dist.barrier()
         dist.destroy_process_group()
         """)
 
 
-def test_clean_run_streams_each_rank_with_a_prefix(ok_worker, capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("ACCELKIT_SCRATCH", str(tmp_path / "scratch"))
-    t0 = time.perf_counter()
-    res = launch.torchrun(ok_worker, nproc=2, timeout_s=60)
-    assert time.perf_counter() - t0 < 60 + SLACK_S
-    assert res.ok and res.exit_codes == {0: 0, 1: 0} and not res.timed_out
-    assert "hello from rank 0 of 2" in res.logs[0] and "hello from rank 1 of 2" in res.logs[1]
-    out = capsys.readouterr().out
-    assert "[rank0]: hello from rank 0 of 2" in out and "[rank1]: hello from rank 1 of 2" in out
-    assert "--standalone" in res.command and "--nproc-per-node=2" in res.command
-    assert res.summary().startswith("ok:")
-    _no_leftovers(res)
+# A worker that records its exception in its torchrun error file, the way
+# accelkit.dist.session() and torch's @record do (ErrorHandler.record_exception).
+_RAISES_ON_RANK_ONE = """\
+    import time
+    import torch.distributed as dist
+    from torch.distributed.elastic.multiprocessing.errors import record
 
-
-def test_failing_worker_stops_the_others_and_its_traceback_comes_first(tmp_path, monkeypatch):
-    monkeypatch.setenv("ACCELKIT_SCRATCH", str(tmp_path / "scratch"))
-    script = _script(tmp_path, "fail.py", """\
-        import time
-        import torch.distributed as dist
+    @record
+    def main():
         dist.init_process_group("gloo")
         if dist.get_rank() == 1:
             raise ValueError("boom on rank one")
         time.sleep(600)   # rank 0 would wait forever: torchrun must stop it
-        """)
+
+    main()
+    """
+
+
+# ----------------------------------------------------------------------------- torchrun
+@pytest.mark.slow
+def test_clean_run_streams_each_rank_and_returns_the_out_file(ok_worker, capsys, tmp_path):
     t0 = time.perf_counter()
-    with pytest.raises(launch.LaunchError) as info:
-        launch.torchrun(script, nproc=2, timeout_s=60, stream=False)
+    res = launch.torchrun(ok_worker, nproc=2, timeout_s=60, out=tmp_path / "r.json")
     assert time.perf_counter() - t0 < 60 + SLACK_S
-    msg = str(info.value)
-    first = msg.splitlines()[0]
-    assert first.startswith("rank 1 failed first (exit code 1)")
-    assert msg.index("ValueError: boom on rank one") < msg.index("other ranks")
-    assert "rank 0 was stopped by SIGTERM" in msg
-    res = info.value.result
-    assert res.failed_rank == 1 and res.exit_codes[1] == 1 and not res.timed_out
+    assert res.ok and res.exit_codes == {0: 0, 1: 0} and not res.timed_out
+    assert res.failures == {} and res.failed_rank is None
+    assert "hello from rank 0 of 2" in res.logs[0] and "hello from rank 1 of 2" in res.logs[1]
+    out = capsys.readouterr().out
+    assert "[rank0]: hello from rank 0 of 2" in out and "[rank1]: hello from rank 1 of 2" in out
+    assert "--standalone" in res.command and "--nproc-per-node=2" in res.command
+    assert res.command.endswith(f"--out {tmp_path / 'r.json'}")
+    assert res.summary().startswith("ok:")
+    assert res.read_json() == {"world": 2}
     _no_leftovers(res)
 
 
-def test_hanging_worker_is_killed_with_its_children_at_the_timeout(tmp_path, monkeypatch):
-    monkeypatch.setenv("ACCELKIT_SCRATCH", str(tmp_path / "scratch"))
+@pytest.mark.slow
+def test_a_worker_that_raises_is_named_with_its_recorded_exception(tmp_path):
+    script = _script(tmp_path, "fail.py", _RAISES_ON_RANK_ONE)
+    (tmp_path / "stale.json").write_text("{}")  # a previous run's result must not survive
+    t0 = time.perf_counter()
+    with pytest.raises(launch.LaunchError) as info:
+        launch.torchrun(script, nproc=2, timeout_s=60, stream=False, out=tmp_path / "stale.json")
+    assert time.perf_counter() - t0 < 60 + SLACK_S
+    msg = str(info.value)
+    assert msg.splitlines()[0] == "rank 1 failed first (exit code 1): ValueError: boom on rank one"
+    assert "its traceback (from its error file):" in msg
+    assert 'raise ValueError("boom on rank one")' in msg  # the traceback's tail
+    assert msg.index("ValueError: boom on rank one") < msg.index("other ranks")
+    assert "rank 0 was stopped by SIGTERM" in msg
+    res = info.value.result
+    assert res.failed_rank == 1 and res.exit_codes == {0: -15, 1: 1} and not res.timed_out
+    fail = res.failures[1]
+    assert fail.error_file is not None and fail.error_file.is_relative_to(res.log_dir)
+    assert fail.error_file.name == "error.json" and fail.error_file.parent.name == "1"
+    assert res.failures[0].error_file is None
+    with pytest.raises(FileNotFoundError):
+        res.read_json()
+    _no_leftovers(res)
+
+
+@pytest.mark.slow
+def test_a_worker_without_an_error_file_is_explained_by_its_output(tmp_path):
+    script = _script(tmp_path, "plain.py", """\
+        import time
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        if dist.get_rank() == 0:
+            raise KeyError("no record of this one")
+        time.sleep(600)
+        """)
+    res = launch.torchrun(script, nproc=2, timeout_s=60, stream=False, check=False)
+    assert res.failed_rank == 0 and res.exit_codes == {0: 1, 1: -15}
+    assert res.failures[0].error_file is None and res.failures[0].message == ""
+    summary = res.summary()
+    assert summary.splitlines()[0] == "rank 0 failed first (exit code 1); its own output:"
+    assert "KeyError: 'no record of this one'" in summary
+    _no_leftovers(res)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_by_a_signal_is_named_with_its_signal(tmp_path):
+    script = _script(tmp_path, "killed.py", """\
+        import os, signal, time
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        if dist.get_rank() == 1:
+            print("about to die", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(600)
+        """)
+    with pytest.raises(launch.LaunchError) as info:
+        launch.torchrun(script, nproc=2, timeout_s=60, stream=False)
+    msg = str(info.value)
+    assert msg.splitlines()[0] == "rank 1 failed first (exit code -9, SIGKILL); its own output:"
+    assert "about to die" in msg and "rank 0 was stopped by SIGTERM" in msg
+    res = info.value.result
+    assert res.exit_codes == {0: -15, 1: -9} and res.failures[1].error_file is None
+    _no_leftovers(res)
+
+
+@pytest.mark.slow
+def test_hanging_worker_is_killed_with_its_children_at_the_timeout(tmp_path):
     # The worker also starts a grandchild in its own session: it must die too.
     script = _script(tmp_path, "hang.py", """\
         import subprocess, sys, time
@@ -100,23 +173,25 @@ def test_hanging_worker_is_killed_with_its_children_at_the_timeout(tmp_path, mon
     assert timeout <= took < timeout + SLACK_S
     assert res.summary().startswith("TIMEOUT: the run passed its time limit of 8 s")
     assert res.killed >= 3  # torchrun + 2 workers (+ grandchildren)
+    assert res.failed_rank is None and res.exit_codes == {}  # no rank failed: it was killed
     with pytest.raises(launch.LaunchError, match="TIMEOUT"):
         res.check()
     _no_leftovers(res)
 
 
-def test_busy_ports_and_a_lingering_group_do_not_block_a_new_run(ok_worker, tmp_path,
-                                                                 monkeypatch):
-    monkeypatch.setenv("ACCELKIT_SCRATCH", str(tmp_path / "scratch"))
+@pytest.mark.slow
+def test_busy_ports_and_a_lingering_group_do_not_block_a_new_run(ok_worker, tmp_path):
     hang = _script(tmp_path, "linger.py", """\
         import time
         import torch.distributed as dist
         dist.init_process_group("gloo")
         time.sleep(600)
         """)
+    import socket
+
     lingering_id = "lingering-test"
-    env = dict(os.environ, **{launch.MARKER_ENV: lingering_id})
-    old = subprocess.Popen(launch.torchrun_command(hang, nproc_per_node=2), env=env,
+    env = dict(os.environ, **{procs.MARKER_ENV: lingering_id})
+    old = subprocess.Popen(elastic.torchrun_command(hang, nproc_per_node=2), env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     socks = []
@@ -131,7 +206,7 @@ def test_busy_ports_and_a_lingering_group_do_not_block_a_new_run(ok_worker, tmp_
                 s.close()  # already busy: even better
         busy = socks[0].getsockname()[1] if socks else 29500
         t0 = time.perf_counter()
-        with pytest.raises(launch.PortInUseError, match="pass port=None"):
+        with pytest.raises(procs.PortInUseError, match="pass port=None"):
             launch.torchrun(ok_worker, nproc=2, nnodes=2, port=busy, timeout_s=30)
         assert time.perf_counter() - t0 < 1.0  # refused before starting anything
         res = launch.torchrun(ok_worker, nproc=2, timeout_s=60, stream=False)
@@ -139,14 +214,14 @@ def test_busy_ports_and_a_lingering_group_do_not_block_a_new_run(ok_worker, tmp_
     finally:
         for s in socks:
             s.close()
-        launch._kill_all([launch._ps(old.pid)], lingering_id, grace_s=2)
+        procs.kill_all([procs.process(old.pid)], lingering_id, grace_s=2)
         old.wait(timeout=10)
     _no_leftovers(lingering_id)
     _no_leftovers(res)
 
 
-def test_two_nodes_on_loopback_run_the_multi_node_command(ok_worker, tmp_path, monkeypatch):
-    monkeypatch.setenv("ACCELKIT_SCRATCH", str(tmp_path / "scratch"))
+@pytest.mark.slow
+def test_two_nodes_on_loopback_run_the_multi_node_command(ok_worker):
     res = launch.torchrun(ok_worker, nproc=1, nnodes=2, timeout_s=90, stream=False)
     assert res.ok and res.exit_codes == {0: 0, 1: 0}
     assert len(res.commands) == 2 and res.commands[0] == res.commands[1]
@@ -156,6 +231,19 @@ def test_two_nodes_on_loopback_run_the_multi_node_command(ok_worker, tmp_path, m
     _no_leftovers(res)
 
 
+@pytest.mark.slow
+def test_a_failure_on_the_second_node_names_its_global_rank(tmp_path):
+    script = _script(tmp_path, "fail.py", _RAISES_ON_RANK_ONE)
+    res = launch.torchrun(script, nproc=1, nnodes=2, timeout_s=90, stream=False, check=False)
+    assert res.failed_rank == 1 and res.exit_codes[1] == 1
+    assert res.failures[1].local_rank == 0  # rank 1 is local rank 0 of the second agent
+    assert res.summary().splitlines()[0] == (
+        "rank 1 failed first (exit code 1): ValueError: boom on rank one")
+    _no_leftovers(res)
+
+
+# ----------------------------------------------------------------------------- TF / python
+@pytest.mark.slow
 def test_plain_python_and_tf_style_workers_fail_fast(tmp_path):
     ok = _script(tmp_path, "one.py", "import os\nprint('cfg', os.environ.get('TF_CONFIG'))\n")
     res = launch.python(ok, timeout_s=30, stream=False)
@@ -174,8 +262,25 @@ def test_plain_python_and_tf_style_workers_fail_fast(tmp_path):
     assert res.failed_rank == 1 and res.exit_codes == {0: -15, 1: 1}
     assert res.summary().splitlines()[0] == "rank 1 failed first (exit code 1); its own output:"
     assert "worker one gives up" in res.summary()
+    _no_leftovers(res)
 
 
+@pytest.mark.slow
+def test_python_passes_out_and_reads_a_folder(tmp_path):
+    script = _script(tmp_path, "w.py", """\
+        import json, pathlib, sys
+        out = pathlib.Path(sys.argv[sys.argv.index("--out") + 1])
+        out.mkdir()
+        (out / "log.json").write_text(json.dumps({"args": sys.argv[1:3]}))
+        """)
+    res = launch.python(script, ["--x", 1], out=tmp_path / "res", timeout_s=30, stream=False)
+    assert res.out == tmp_path / "res" and res.read_json("log.json") == {"args": ["--x", "1"]}
+    again = launch.python(script, ["--x", 2], out=tmp_path / "res", timeout_s=30, stream=False)
+    assert again.read_json("log.json")["args"] == ["--x", "2"]  # the old folder was cleared
+
+
+# ----------------------------------------------------------------------------- spawn
+@pytest.mark.slow
 def test_spawn_shows_the_childs_real_error_for_an_unimportable_function(tmp_path, monkeypatch):
     # A function whose module exists only in this process, like a notebook's __main__.
     fake = types.ModuleType("accelkit_fake_notebook")
@@ -185,16 +290,23 @@ def test_spawn_shows_the_childs_real_error_for_an_unimportable_function(tmp_path
         launch.spawn(fake.work, nprocs=2, timeout_s=60)
     msg = str(info.value)
     assert "ProcessExitedException" in msg and "No module named 'accelkit_fake_notebook'" in msg
-    # The fix: the worker function lives in a file the children can import.
-    _script(tmp_path, "spawn_ok_mod.py", "def work(rank, out):\n"
-            "    open(f'{out}/{rank}.txt', 'w').write(str(rank))\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import spawn_ok_mod
-
-    launch.spawn(spawn_ok_mod.work, nprocs=2, args=(str(tmp_path),), timeout_s=60)
-    assert sorted(p.name for p in tmp_path.glob("[01].txt")) == ["0.txt", "1.txt"]
+    assert procs.MARKER_ENV not in os.environ  # restored
 
 
+@pytest.mark.slow
+def test_spawn_runs_a_worker_script_imported_by_file(tmp_path, monkeypatch):
+    # The fix for the error above: the function lives in a script; the children import it
+    # from the script's folder, which is not on this process's sys.path.
+    monkeypatch.delitem(sys.modules, "spawn_square", raising=False)
+    square = scripts.import_worker("spawn_square.py")
+    path_before = list(sys.path)
+    launch.spawn(square.square, nprocs=2, args=(str(tmp_path),), timeout_s=60)
+    assert sys.path == path_before
+    got = sorted(json.loads(p.read_text())["square"] for p in tmp_path.glob("rank*.json"))
+    assert got == [0, 1]
+
+
+@pytest.mark.slow
 def test_spawn_timeout_kills_the_children(tmp_path, monkeypatch):
     _script(tmp_path, "spawn_hang_mod.py", "import time\ndef work(rank):\n    time.sleep(600)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -207,70 +319,43 @@ def test_spawn_timeout_kills_the_children(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- pure helpers
-def test_commands_and_tf_config():
-    single = launch.torchrun_command("w.py", ["--x", 1], nproc_per_node=4)
-    assert single[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
-                          "w.py", "--x", "1"]
-    multi = launch.torchrun_command("w.py", nproc_per_node=8, nnodes=2,
-                                    rdzv_endpoint="node0:29400", rdzv_id="job")
-    assert "--nnodes=2" in multi and "--rdzv-endpoint=node0:29400" in multi
-    with pytest.raises(ValueError, match="rdzv_endpoint"):
-        launch.torchrun_command("w.py", nnodes=2)
-    with pytest.raises(ValueError, match="nproc_per_node"):
-        launch.torchrun_command("w.py", nproc_per_node=0)
+def test_tf_config_and_validation(tmp_path, ok_worker):
     cfg = launch.tf_config(2, 1, [1111, 2222])
     assert '"worker": ["localhost:1111", "localhost:2222"]' in cfg
     assert '"index": 1' in cfg
     with pytest.raises(ValueError):
         launch.tf_config(2, 2, [1, 2])
-
-
-def test_ports_and_validation(tmp_path, ok_worker):
-    port = launch.free_port()
-    assert launch.is_port_free(port)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", port))
-        s.listen()
-        assert not launch.is_port_free(port)
-    with pytest.raises(ValueError):
-        launch.is_port_free(0)
     with pytest.raises(FileNotFoundError):
         launch.torchrun(tmp_path / "missing.py")
     with pytest.raises(ValueError, match="timeout_s"):
         launch.torchrun(ok_worker, timeout_s=0)
     with pytest.raises(ValueError, match="threads"):
         launch.torchrun(ok_worker, threads=0)
+    with pytest.raises(ValueError, match="nproc_per_node"):
+        launch.torchrun(ok_worker, nproc=0, out=tmp_path / "keep.json")
+    with pytest.raises(ValueError, match="n must be"):
+        launch.tf_workers(ok_worker, n=0)
+    with pytest.raises(ValueError, match="no out="):
+        launch.LaunchResult("python", []).read_json()
 
 
-def test_parse_torchrun_failure_report():
-    text = """Failures:
-[1]:
-  rank      : 0 (local_rank: 0)
-  exitcode  : -15 (pid: 4713)  (SIGTERM)
-------------------------------------------------------------
-Root Cause (first observed failure):
-[0]:
-  rank      : 1 (local_rank: 1)
-  exitcode  : 1 (pid: 4714)
-"""
-    codes, root = launch._parse_torchrun_failures(text)
-    assert codes == {0: -15, 1: 1} and root == 1
+def test_summary_of_a_recorded_failure_shows_what_came_before_the_traceback():
+    tb = "Traceback (most recent call last):\n  File \"w.py\", line 3\nValueError: bad\n"
+    fail = elastic.RankFailure(rank=1, local_rank=1, exitcode=1, pid=9, timestamp=0,
+                               message="ValueError: bad", traceback=tb)
+    res = launch.LaunchResult("torchrun", [["x"]], exit_codes={0: -15, 1: 1},
+                              logs={1: "loading data\n" + tb}, returncodes=[1],
+                              failed_rank=1, failures={1: fail})
+    lines = res.summary().splitlines()
+    assert lines[0] == "rank 1 failed first (exit code 1): ValueError: bad"
+    assert lines[1] == "its traceback (from its error file):"
+    assert lines[lines.index("its last output before that:") + 1] == "loading data"
+    assert lines[-1] == "other ranks: rank 0 was stopped by SIGTERM"
+    unknown = launch.LaunchResult("torchrun", [["x"]], returncodes=[1], failed_rank=2)
+    assert unknown.summary().startswith("rank 2 failed first (exit code unknown)")
 
 
-def test_script_regions_and_diff(tmp_path):
-    a = _script(tmp_path, "a.py", "x = 1\n# region core\ny = 2\n# endregion\n")
-    b = _script(tmp_path, "b.py", "x = 1\n# region core\ny = 3\n# endregion\n")
-    assert launch.script_source(a, "core") == "y = 2"
-    with pytest.raises(ValueError, match="region nope"):
-        launch.script_source(a, "nope")
-    diff = launch.script_diff(a, b)
-    assert "-y = 2" in diff and "+y = 3" in diff
-    with pytest.raises(FileNotFoundError, match="did not write"):
-        launch.read_json(tmp_path / "none.json")
-    assert launch.worker_script("dp_grad.py").name == "dp_grad.py"
-
-
-def test_worker_plan_fresh_path_and_show(tmp_path, capsys, monkeypatch):
+def test_worker_plan():
     plan = launch.worker_plan()
     assert plan.nproc >= 2 and plan.device in ("cpu", "cuda") and plan.reason
     if plan.device == "cpu":
@@ -278,14 +363,14 @@ def test_worker_plan_fresh_path_and_show(tmp_path, capsys, monkeypatch):
     assert launch.worker_plan(3).nproc == 3
     with pytest.raises(ValueError):
         launch.worker_plan(0)
-    stale = tmp_path / "a" / "r.json"
-    stale.parent.mkdir()
-    stale.write_text("{}")
-    assert launch.fresh_path(stale) == stale and not stale.exists()
-    folder = tmp_path / "dir"
-    (folder / "x").mkdir(parents=True)
-    assert not launch.fresh_path(folder).exists()
-    monkeypatch.setitem(sys.modules, "IPython", None)  # no IPython: plain print
-    monkeypatch.setitem(sys.modules, "IPython.display", None)  # even if imported earlier
-    launch.show(launch.worker_script("spawn_square.py"))
-    assert "def square" in capsys.readouterr().out
+
+
+def test_worker_plan_torchrun_passes_its_nproc_and_env(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(launch, "torchrun", lambda script, args, **kw: seen.update(kw) or kw)
+    plan = launch.WorkerPlan(3, "cpu", {"CUDA_VISIBLE_DEVICES": ""}, "test")
+    plan.torchrun("w.py", ["--a"], out="r.json", timeout_s=5)
+    assert seen == {"nproc": 3, "env": {"CUDA_VISIBLE_DEVICES": ""}, "out": "r.json",
+                    "timeout_s": 5}
+    plan.torchrun("w.py", nproc=1, env={"X": "1"})
+    assert seen["nproc"] == 1 and seen["env"] == {"CUDA_VISIBLE_DEVICES": "", "X": "1"}

@@ -1,6 +1,6 @@
 """Train the digits MLP in one process: the script that ddp_train.py turns into DDP.
 
-Run: ``python single_train.py --out DIR`` (notebook 04 starts it with ``ak.launch.python``).
+Run: ``python single_train.py --out DIR`` (notebook 04 imports it and calls ``main``).
 """
 
 import argparse

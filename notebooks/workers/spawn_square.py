@@ -1,6 +1,6 @@
 """A worker function for ``torch.multiprocessing.spawn`` that the child processes can import.
 
-Notebook 01 puts this folder on ``sys.path`` and passes ``square`` to ``ak.launch.spawn``:
+Notebook 01 imports it with ``ak.scripts.import_worker`` and passes ``square`` to ``ak.launch.spawn``:
 a spawned child imports this module by name, which works for a file and fails for a
 function defined in a notebook cell.
 """

@@ -1,0 +1,523 @@
+"""Process groups: start them, read their output, enforce a time limit, leave nothing behind.
+
+This module owns the plumbing under every launcher in :mod:`accelkit.launch`:
+
+* :func:`run_group` starts a list of :class:`Child` commands (each in its own session, stdout
+  and stderr merged), reads each one's output on a reader thread and hands every line to a
+  callback on the calling thread (a notebook prints from its main thread only), stops the
+  rest when one fails (``fail_fast``), and kills the whole group past ``timeout_s``;
+* :class:`RankedLines` is such a callback: it keeps each rank's lines and streams them with
+  a ``[rankN]:`` prefix, also for children (torchrun agents) whose lines carry the prefix;
+* :func:`kill_all` ends a process tree with SIGTERM, then SIGKILL (psutil), and every
+  process tagged with the launch's marker (``$ACCELKIT_LAUNCH_ID``), also those whose parent
+  died first; :func:`leftover_processes` lists what is still alive;
+* :func:`spawn_group` does the same for a function in ``torch.multiprocessing`` children;
+* :func:`free_port` and :func:`is_port_free` for launchers that need a TCP port.
+
+What lives elsewhere: the launchers, their results and errors (:mod:`accelkit.launch`),
+torchrun's per-rank failure records (:mod:`accelkit.elastic`), worker script files
+(:mod:`accelkit.scripts`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
+from pathlib import Path
+from typing import IO, Any
+from unittest import mock
+
+import psutil
+
+#: Environment variable set on every process a launch starts (its value: the launch id).
+MARKER_ENV = "ACCELKIT_LAUNCH_ID"
+# A line a torchrun agent relays from a worker: "[rank3]:text" (accelkit.launch sets the
+# template with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE).
+_RANK_LINE = re.compile(r"^\[(?:rank|worker)(\d+)\]:(.*)$")
+# glog/absl lines ("I0000 00:00:17.. 123 file.cc:12] ...") that TensorFlow prints before its
+# logging is configured; TF_CPP_MIN_LOG_LEVEL does not silence them.  Kept in the logs,
+# hidden from the live stream.
+QUIET_LINE = re.compile(r"^([IWE]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]|WARNING: All log "
+                        r"messages before absl::InitializeLog)")
+_POLL_S = 0.05  # how often the watcher checks exit codes and the clock
+_SCAN_S = 0.5  # how often it records the group's descendants
+_READER_JOIN_S = 5.0  # after the clean-up, how long to wait for the last output
+
+
+class PortInUseError(OSError):
+    """A port that was asked for explicitly is already taken by another process."""
+
+
+# ----------------------------------------------------------------------------- ports
+def free_port(host: str = "127.0.0.1") -> int:
+    """Return a TCP port that is free on ``host`` right now (the OS picks it).
+
+    Another process could take it before you bind it; launchers that can choose their own
+    port (``torchrun --standalone``) avoid even that race.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """Return ``n`` distinct ports that are free on ``host`` now (see :func:`free_port`)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        p = free_port(host)
+        if p not in ports:
+            ports.append(p)
+    return ports
+
+
+def is_port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when ``port`` can be bound on ``host`` now.
+
+    Raises:
+        ValueError: for a port outside 1..65535.
+    """
+    if not isinstance(port, int) or not 0 < port < 65536:
+        raise ValueError(f"port must be an int in 1..65535, got {port!r}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- finding, killing
+def new_launch_id() -> str:
+    """Return a fresh launch id (12 hex digits) to tag a group's processes with."""
+    return uuid.uuid4().hex[:12]
+
+
+def describe_exit(code: int | None) -> str:
+    """Say how a process ended: ``"exited 1"``, ``"was stopped by SIGTERM"``, ...
+
+    Args:
+        code: an exit code as ``subprocess`` reports it (negative: killed by that signal),
+            or None when it is unknown.
+    """
+    if code is None:
+        return "gave no exit code"
+    if code < 0:
+        try:
+            return f"was stopped by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was stopped by signal {-code}"
+    return f"exited {code}"
+
+
+def _alive(proc: Any) -> bool:
+    try:
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def process(pid: int) -> Any:
+    """Return ``psutil.Process(pid)``, or None when it is gone."""
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
+def _marked(launch_id: str) -> list[Any]:
+    """Processes of this user whose environment carries ``MARKER_ENV=launch_id``."""
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error, OSError):
+            if p.pid != os.getpid() and p.environ().get(MARKER_ENV) == launch_id:
+                found.append(p)
+    return found
+
+
+def leftover_processes(launch_id: str) -> list[int]:
+    """Return the pids of live processes started by the launch ``launch_id`` (zombies excluded).
+
+    Used by tests and notebooks to check that a launch left nothing behind.
+    """
+    return [p.pid for p in _marked(launch_id) if _alive(p)]
+
+
+def _wait_dead(procs: Sequence[Any], timeout_s: float) -> None:
+    """Wait until every process is dead or a zombie, without reaping any.
+
+    (``psutil.wait_procs`` would reap our own children and their exit codes with them:
+    ``Popen.returncode`` would then read 0.)
+    """
+    deadline = time.perf_counter() + timeout_s
+    while any(_alive(p) for p in procs) and time.perf_counter() < deadline:
+        time.sleep(0.05)
+
+
+def _with_descendants(procs: Iterable[Any]) -> dict[int, Any]:
+    found: dict[int, Any] = {}
+    for p in procs:
+        if _alive(p):
+            found[p.pid] = p
+            with contextlib.suppress(psutil.Error):
+                found.update({c.pid: c for c in p.children(recursive=True)})
+    return found
+
+
+def _signal(proc: Any, sig: signal.Signals) -> None:
+    """Send ``sig`` to ``proc`` and to its process group when that group is not ours."""
+    with contextlib.suppress(OSError):
+        pgid = os.getpgid(proc.pid)
+        if pgid != os.getpgrp():  # its own group (start_new_session), never ours
+            os.killpg(pgid, sig)
+    with contextlib.suppress(psutil.Error):
+        proc.send_signal(sig)
+
+
+def kill_all(procs: Sequence[Any], launch_id: str, grace_s: float) -> int:
+    """SIGTERM every process, its descendants and its process group; SIGKILL what remains.
+
+    Processes tagged with ``launch_id`` (``$ACCELKIT_LAUNCH_ID``) are included, also those
+    whose parent already died.  Exit codes of our own children are not reaped.
+
+    Args:
+        procs: ``psutil.Process`` objects.
+        launch_id: the tag of the launch they belong to.
+        grace_s: seconds between SIGTERM and SIGKILL.
+
+    Returns:
+        How many processes were still alive when the clean-up started.
+    """
+    targets = _with_descendants(list(procs) + _marked(launch_id))
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 3.0)):
+        live = [p for p in targets.values() if _alive(p)]
+        if not live:
+            break
+        for p in live:
+            _signal(p, sig)
+        _wait_dead(live, wait_s)
+    # Anything that appeared meanwhile (a worker spawned during shutdown) goes too.
+    for p in _marked(launch_id):
+        if _alive(p):
+            _signal(p, signal.SIGKILL)
+    return len(targets)
+
+
+# ----------------------------------------------------------------------------- output
+class RankedLines:
+    """Keep a group's output per rank and stream it with a ``[rankN]:`` prefix.
+
+    Pass an instance as ``on_line`` to :func:`run_group`.  A child with a rank owns all its
+    lines; a child without one (a torchrun agent) relays its workers' lines as
+    ``[rankN]:text``, and its own unprefixed lines go to :attr:`launcher`.
+    """
+
+    def __init__(self, ranks: Sequence[int | None], *, label: str = "rank", stream: bool = True,
+                 printer: Callable[[str], None] | None = None) -> None:
+        """Args: ``ranks``: one per child (None: read the rank from each line's prefix);
+        ``label``: the prefix word (``"rank"``, ``"worker"``); ``stream``: print lines as
+        they come, with ``printer`` (default: ``print``)."""
+        self.ranks = list(ranks)
+        self.label = label
+        self.stream = stream
+        self.printer = printer or (lambda s: print(s, flush=True))
+        self.lines: dict[int, list[str]] = {}
+        self.launcher: list[str] = []
+
+    def __call__(self, child: int, line: str) -> None:
+        """Take one line (without its newline) printed by child number ``child``."""
+        rank = self.ranks[child]
+        if rank is None:
+            m = _RANK_LINE.match(line)
+            if not m:
+                self.launcher.append(line)
+                return
+            rank, line = int(m.group(1)), m.group(2)
+            dup = f"[rank{rank}]:"
+            while line.startswith(dup):  # torch prefixes its own exception lines too
+                line = line[len(dup):]
+                line = line[1:] if line.startswith(" ") else line
+        self.lines.setdefault(rank, []).append(line)
+        if self.stream and not QUIET_LINE.match(line):
+            self.printer(f"[{self.label}{rank}]: {line}")
+
+    def logs(self) -> dict[int, str]:
+        """Everything each rank printed, prefix removed, by rank."""
+        return {r: "\n".join(v) + "\n" for r, v in sorted(self.lines.items())}
+
+    def launcher_log(self) -> str:
+        """What the children printed without a rank prefix (torchrun's own messages)."""
+        return "\n".join(self.launcher) + ("\n" if self.launcher else "")
+
+
+# ----------------------------------------------------------------------------- groups
+#: Variables of a distributed launch that a child must not inherit from the notebook (a
+#: kernel may itself run under a launcher); the launcher sets its own.
+_LAUNCH_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                "MASTER_ADDR", "MASTER_PORT", "TF_CONFIG", "TORCHELASTIC_RUN_ID",
+                "TORCHELASTIC_ERROR_FILE")
+
+
+def child_env(extra: Mapping[str, Any] | None = None, threads: int | None = None) -> dict[str, str]:
+    """Return the environment for a launched Python worker: this one, cleaned and completed.
+
+    Removes an outer launch's variables (``RANK``, ``MASTER_PORT``, ``TF_CONFIG``, ...), sets
+    ``PYTHONUNBUFFERED=1`` (lines arrive as printed), ``TF_CPP_MIN_LOG_LEVEL=2`` and
+    ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT=5`` unless set, ``OMP_NUM_THREADS=threads`` unless None,
+    then ``extra`` (values made ``str``), and puts this checkout first on ``PYTHONPATH`` so
+    the workers import this ``accelkit`` even when it is not installed.
+    """
+    env = dict(os.environ)
+    for key in _LAUNCH_VARS:
+        env.pop(key, None)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "5")
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    env.update({k: str(v) for k, v in (extra or {}).items()})
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+@dataclass
+class Child:
+    """One command of a group: its argument list, its full environment, and its rank.
+
+    ``rank`` None: the child's lines carry their own ``[rankN]:`` prefix (torchrun).
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    rank: int | None = None
+
+
+@dataclass
+class GroupRun:
+    """How a group ended: exit code per child (negative: signal), timeout, clean-up, time."""
+
+    returncodes: list[int | None] = field(default_factory=list)
+    timed_out: bool = False
+    killed: int = 0
+    wall_s: float = 0.0
+
+
+def _read_lines(child: int, pipe: IO[bytes], lines: queue.Queue[tuple[int, str]]) -> None:
+    """Reader thread: put every line of ``pipe`` on ``lines`` until end of file."""
+    with pipe:
+        for raw in iter(pipe.readline, b""):
+            lines.put((child, raw.decode("utf-8", "replace").rstrip("\n").rstrip("\r")))
+
+
+def _pump(lines: queue.Queue[tuple[int, str]], on_line: Callable[[int, str], None],
+          wait_s: float) -> None:
+    """Hand queued lines to ``on_line``, waiting up to ``wait_s`` for the first.
+
+    With ``wait_s > 0`` it returns after about ``wait_s`` even while lines keep coming (the
+    watcher must still see the clock); with ``wait_s == 0`` it empties the queue.
+    """
+    stop = time.perf_counter() + wait_s
+    try:
+        item = lines.get(timeout=wait_s) if wait_s > 0 else lines.get_nowait()
+        while True:
+            on_line(*item)
+            if wait_s > 0 and time.perf_counter() > stop:
+                return
+            item = lines.get_nowait()
+    except queue.Empty:
+        pass
+
+
+def _start(children: Sequence[Child], launch_id: str, lines: queue.Queue[tuple[int, str]],
+           procs: list[subprocess.Popen[bytes]], readers: list[threading.Thread]) -> None:
+    for i, child in enumerate(children):
+        p = subprocess.Popen(child.argv, env={**child.env, MARKER_ENV: launch_id},
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+        procs.append(p)
+        assert p.stdout is not None
+        t = threading.Thread(target=_read_lines, args=(i, p.stdout, lines), daemon=True,
+                             name=f"accelkit-reader-{i}")
+        t.start()
+        readers.append(t)
+
+
+def _watch(procs: Sequence[subprocess.Popen[bytes]], tracked: dict[int, Any], *,
+           lines: queue.Queue[tuple[int, str]], on_line: Callable[[int, str], None],
+           launch_id: str, deadline: float, fail_fast: bool, grace_s: float) -> bool:
+    """Relay lines until every child ended (False) or the deadline passed (True)."""
+    next_scan = 0.0
+    while True:
+        _pump(lines, on_line, _POLL_S)
+        now = time.perf_counter()
+        if now >= next_scan:  # remember descendants, in case their parent dies first
+            next_scan = now + _SCAN_S
+            tracked.update(_with_descendants(process(p.pid) for p in procs if p.poll() is None))
+        codes = [p.poll() for p in procs]
+        if None not in codes:
+            return False
+        if fail_fast and any(c not in (None, 0) for c in codes):
+            running = [process(p.pid) for p in procs if p.poll() is None]
+            kill_all([q for q in running if q is not None] + list(tracked.values()),
+                     launch_id, grace_s)
+            continue
+        if now > deadline:
+            return True
+
+
+def run_group(children: Sequence[Child], *, launch_id: str, timeout_s: float,
+              on_line: Callable[[int, str], None], fail_fast: bool = False,
+              grace_s: float = 3.0) -> GroupRun:
+    """Start ``children``, relay their output, enforce the time limit, clean up everything.
+
+    Each child starts in a new session with ``$ACCELKIT_LAUNCH_ID=launch_id`` added to its
+    environment, stdin closed and stderr merged into stdout.  A reader thread per child
+    queues its lines; ``on_line(child_index, line)`` is called on this thread.  Whatever the
+    outcome (also KeyboardInterrupt), every process of the group is killed before returning.
+
+    Args:
+        children: the commands.
+        launch_id: the tag for the group's processes (see :func:`new_launch_id`).
+        timeout_s: seconds before the whole group is killed.
+        on_line: called with each line (no newline), e.g. a :class:`RankedLines`.
+        fail_fast: when one child exits non-zero, stop the others.
+        grace_s: seconds between SIGTERM and SIGKILL in the clean-up.
+
+    Returns:
+        A :class:`GroupRun`.
+    """
+    start = time.perf_counter()
+    lines: queue.Queue[tuple[int, str]] = queue.Queue()
+    procs: list[subprocess.Popen[bytes]] = []
+    readers: list[threading.Thread] = []
+    tracked: dict[int, Any] = {}
+    run = GroupRun()
+    try:
+        _start(children, launch_id, lines, procs, readers)
+        run.timed_out = _watch(procs, tracked, lines=lines, on_line=on_line,
+                               launch_id=launch_id, deadline=start + timeout_s,
+                               fail_fast=fail_fast, grace_s=grace_s)
+    finally:
+        live = [q for q in (process(p.pid) for p in procs) if q is not None]
+        run.killed = kill_all(live + list(tracked.values()), launch_id, grace_s)
+        join_until = time.perf_counter() + _READER_JOIN_S
+        for t in readers:  # every writer is dead: the pipes reach end of file
+            t.join(timeout=max(0.0, join_until - time.perf_counter()))
+        _pump(lines, on_line, 0)
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed above
+                p.kill()
+        run.returncodes = [p.returncode for p in procs]
+        run.wall_s = time.perf_counter() - start
+    return run
+
+
+# ----------------------------------------------------------------------------- spawn
+@dataclass
+class SpawnRun:
+    """How a ``torch.multiprocessing`` group ended: timeout, torch's exception, their stderr."""
+
+    timed_out: bool = False
+    error: BaseException | None = None
+    stderr: str = ""
+
+
+def _start_spawn(fn: Callable[..., Any], args: Sequence[Any], nprocs: int, launch_id: str,
+                 err_fd: int, sys_path: list[str]) -> Any:
+    """``start_processes`` with the marker, ``sys_path`` and fd 2 on ``err_fd`` meanwhile."""
+    import torch.multiprocessing as mp  # imports torch: only when spawning
+
+    saved = os.dup(2)
+    try:
+        with mock.patch.dict(os.environ, {MARKER_ENV: launch_id}), \
+                mock.patch.object(sys, "path", sys_path):
+            os.dup2(err_fd, 2)  # children inherit fd 2 at start; restored right after
+            return mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=False,
+                                      start_method="spawn")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _join_spawn(ctx: Any, timeout_s: float) -> tuple[bool, BaseException | None]:
+    """Wait for the children; return (timed out, the exception torch raised or None)."""
+    deadline = time.perf_counter() + timeout_s
+    try:
+        while not ctx.join(timeout=0.1):
+            if time.perf_counter() > deadline:
+                break
+    except Exception as exc:  # the caller reports it, with the children's stderr
+        return False, exc
+    timed_out = time.perf_counter() > deadline and any(p.is_alive() for p in ctx.processes)
+    return timed_out, None
+
+
+def spawn_group(fn: Callable[..., Any], args: Sequence[Any] = (), *, nprocs: int,
+                timeout_s: float, sys_path: list[str] | None = None) -> SpawnRun:
+    """Run ``fn(rank, *args)`` in ``nprocs`` spawned processes; kill them all at the end.
+
+    ``torch.multiprocessing.start_processes`` (start method "spawn") with the children
+    tagged with a new launch id, their stderr captured in a file instead of the terminal
+    that runs Jupyter, and a time limit; every child (and descendant) is killed afterwards.
+
+    Args:
+        fn: a function the children can import by name.
+        args: passed after the rank.
+        nprocs: number of processes.
+        timeout_s: seconds before the children are killed.
+        sys_path: the children's ``sys.path`` (they copy the parent's at start); default:
+            this process's.
+
+    Returns:
+        A :class:`SpawnRun`: ``error`` is torch's exception when a child failed (e.g.
+        ``ProcessExitedException``), ``stderr`` what the children printed there.
+    """
+    launch_id = new_launch_id()
+    # multiprocessing's resource tracker is shared by later calls: start it untagged, with
+    # the real stderr, so the clean-up below never takes it for one of our children.
+    resource_tracker.ensure_running()
+    with tempfile.TemporaryFile() as err:
+        ctx = _start_spawn(fn, args, nprocs, launch_id, err.fileno(),
+                           list(sys.path) if sys_path is None else sys_path)
+        timed_out, error = _join_spawn(ctx, timeout_s)
+        live = [process(p.pid) for p in ctx.processes if p.is_alive()]
+        kill_all([q for q in live if q is not None], launch_id, grace_s=2.0)
+        err.seek(0)
+        return SpawnRun(timed_out, error, err.read().decode("utf-8", "replace").strip())
+
+
+__all__ = [
+    "MARKER_ENV",
+    "Child",
+    "GroupRun",
+    "PortInUseError",
+    "QUIET_LINE",
+    "RankedLines",
+    "SpawnRun",
+    "child_env",
+    "describe_exit",
+    "free_port",
+    "free_ports",
+    "is_port_free",
+    "kill_all",
+    "leftover_processes",
+    "new_launch_id",
+    "process",
+    "run_group",
+    "spawn_group",
+]

@@ -1,0 +1,73 @@
+"""accelkit.elastic: torchrun's command line, its error files and failure records (no processes)."""
+
+import json
+import signal
+
+import pytest
+
+from accelkit import elastic
+
+
+def test_torchrun_command():
+    single = elastic.torchrun_command("w.py", ["--x", 1], nproc_per_node=4)
+    assert single[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
+                          "w.py", "--x", "1"]
+    multi = elastic.torchrun_command("w.py", nproc_per_node=8, nnodes=2,
+                                     rdzv_endpoint="node0:29400", rdzv_id="job")
+    assert "--nnodes=2" in multi and "--rdzv-endpoint=node0:29400" in multi
+    ours = elastic.torchrun_command("w.py", module="accelkit.elastic", log_dir="/tmp/l")
+    assert ours[1:3] == ["-m", "accelkit.elastic"] and "--log-dir=/tmp/l" in ours
+    assert elastic.torchrun_command("w.py", as_torchrun=True)[0] == "torchrun"
+    with pytest.raises(ValueError, match="rdzv_endpoint"):
+        elastic.torchrun_command("w.py", nnodes=2)
+    with pytest.raises(ValueError, match="nproc_per_node"):
+        elastic.torchrun_command("w.py", nproc_per_node=0)
+
+
+def test_read_error_file_in_both_layouts(tmp_path):
+    handler = tmp_path / "a.json"  # what ErrorHandler.record_exception / @record write
+    handler.write_text(json.dumps({"message": {"message": "ValueError: boom", "extraInfo": {
+        "py_callstack": "Traceback (most recent call last):\nValueError: boom\n",
+        "timestamp": "1700000000"}}}))
+    assert elastic.read_error_file(handler) == (
+        "ValueError: boom", "Traceback (most recent call last):\nValueError: boom\n")
+    plain = tmp_path / "b.json"
+    plain.write_text(json.dumps({"message": "custom text", "timestamp": 1}))
+    assert elastic.read_error_file(plain) == ("custom text", "")
+    broken = tmp_path / "c.json"
+    broken.write_text("{not json")
+    assert elastic.read_error_file(broken) == ("", "")
+    assert elastic.read_error_file(tmp_path / "missing.json") == ("", "")
+
+
+def test_read_failures_joins_reports_and_error_files(tmp_path):
+    err = tmp_path / "run" / "attempt_0" / "1" / "error.json"
+    err.parent.mkdir(parents=True)
+    err.write_text(json.dumps({"message": {"message": "ValueError: boom", "extraInfo": {
+        "py_callstack": "Traceback ...\nValueError: boom\n", "timestamp": "1"}}}))
+    (err.parent / "stderr.log").write_text("the traceback\n")
+    report = tmp_path / "agent0.json"
+    report.write_text(json.dumps({"failures": {
+        "0": {"local_rank": 0, "pid": 11, "exitcode": -15, "error_file": "<N/A>",
+              "timestamp": 1},  # stopped by torchrun, noticed "earlier" (whole seconds)
+        "1": {"local_rank": 1, "pid": 12, "exitcode": 1, "error_file": str(err),
+              "timestamp": 2}}}))
+    failures = elastic.read_failures([report, tmp_path / "agent1-missing.json"])
+    assert list(failures) == [0, 1]
+    assert failures[1].message == "ValueError: boom" and failures[1].error_file == err
+    assert failures[0].error_file is None and failures[0].signal_name == "SIGTERM"
+    assert failures[1].signal_name is None
+    assert elastic.root_cause(failures) == 1
+    assert elastic.rank_log_files(tmp_path, failures[1]) == "the traceback\n"
+    assert elastic.rank_log_files(tmp_path, failures[0]) == ""  # no folder for local rank 0
+    assert elastic.root_cause({}) is None
+
+
+def test_root_cause_without_error_files_prefers_a_real_signal_to_sigterm():
+    def f(rank, code, stamp):
+        return elastic.RankFailure(rank=rank, local_rank=rank, exitcode=code, pid=rank,
+                                   timestamp=stamp)
+
+    killed = {0: f(0, -signal.SIGTERM, 5), 1: f(1, -signal.SIGKILL, 6)}
+    assert elastic.root_cause(killed) == 1
+    assert elastic.root_cause({0: f(0, 1, 7), 1: f(1, 1, 6)}) == 1  # earliest
