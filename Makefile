@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab run verify test lint unit nbval refresh colab doctor clean
+.PHONY: setup lab run verify test lint typecheck unit slow nbval refresh colab doctor clean
 
 # Jupyter refuses to start as root ("Running as root is not recommended") unless told; in
 # containers, CI images and cloud VMs root is the only user, so pass --allow-root there.
@@ -27,13 +27,19 @@ run: $(STAMP)  ## execute every notebook headless into build/ and write the summ
 verify: $(STAMP)  ## nbval over every notebook -> verified/<hardware class>.json + README table
 	$(PY) -m accelkit verify
 
-test: lint unit nbval  ## what CI runs
+test: lint typecheck unit slow nbval  ## what CI runs: everything below
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check accelkit tests tools notebooks
 
-unit: $(STAMP)
-	$(PY) -m pytest -q tests
+typecheck: $(STAMP)  ## mypy over accelkit/ (settings in pyproject.toml)
+	$(PY) -m mypy
+
+unit: $(STAMP)  ## the fast unit tests (under a minute); `make slow` runs the ones that start processes
+	$(PY) -m pytest -q -m "not slow" tests
+
+slow: $(STAMP)  ## unit tests that start processes, kernels or compilers (seconds each)
+	$(PY) -m pytest -q -m slow tests
 
 nbval: $(STAMP)
 	ACCELKIT_PROFILE=ci $(PY) -m pytest -q --nbval-lax --nbval-current-env \

@@ -235,8 +235,9 @@ class GraphRecorder:
         shapes = []
         for node in gm.graph.nodes:  # the traced (fake) inputs carry symbolic sizes
             value = node.meta.get("example_value") if node.op == "placeholder" else None
-            if hasattr(value, "shape"):
-                shapes.append(tuple(int(s) if type(s) is int else str(s) for s in value.shape))
+            shape = getattr(value, "shape", None)
+            if shape is not None:
+                shapes.append(tuple(int(s) if type(s) is int else str(s) for s in shape))
         self.graphs.append(CapturedGraph(ops, tuple(shapes), gm.code))
         return gm.forward
 

@@ -16,7 +16,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -161,8 +161,8 @@ def param_count(model: Any) -> int:
     try:
         from torch import nn
     except ImportError:  # pragma: no cover
-        nn = None
-    if nn is not None and isinstance(model, nn.Module):
+        raise TypeError(f"{type(model).__name__} is not a Keras model and torch is not installed") from None
+    if isinstance(model, nn.Module):
         return sum(p.numel() for p in model.parameters())
     raise TypeError(f"param_count needs a torch.nn.Module or a Keras model, got "
                     f"{type(model).__name__}")
@@ -211,7 +211,7 @@ def train_torch(model: nn.Module, loader: Iterable[Any], *, epochs: int, lr: flo
     model.to(device).train()
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = nn.CrossEntropyLoss()
-    total = epochs * len(loader) if hasattr(loader, "__len__") else None
+    total = epochs * len(loader) if isinstance(loader, Sized) else None
     losses: list[float] = []
     with tqdm(total=total, disable=not progress, desc="train", unit="batch") as bar:
         for epoch in range(epochs):

@@ -136,7 +136,7 @@ def ratios(comparison: Comparison, title: str = "", *, floor: float | None = Non
     ax = _new_ax(ax)
     rs = np.asarray(comparison.ratios)
     bins = np.geomspace(rs.min() / 1.05, rs.max() * 1.05, min(30, max(8, len(rs) // 2)))
-    ax.hist(rs, bins=bins, color="tab:blue", alpha=0.75, label=f"{len(rs)} pairs")
+    ax.hist(rs, bins=bins.tolist(), color="tab:blue", alpha=0.75, label=f"{len(rs)} pairs")
     low, high = comparison.interval
     ax.axvspan(low, high, color="tab:green", alpha=0.2,
                label=f"{comparison.confidence:.0%} interval of the median")

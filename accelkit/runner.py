@@ -88,7 +88,7 @@ def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     kernel_env = dict(os.environ)
-    kernel_env.update({config.PROFILE_ENV: getattr(profile, "name", profile),
+    kernel_env.update({config.PROFILE_ENV: profile if isinstance(profile, str) else profile.name,
                        report.NOTEBOOK_ENV: src.stem})
     kernel_env.update(env or {})
     client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3",

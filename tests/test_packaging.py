@@ -73,3 +73,20 @@ def test_tomllib_is_never_imported_without_its_310_fallback():
         text = path.read_text(encoding="utf-8")
         if re.search(r"^\s*import tomllib", text, re.M):
             assert "import tomli as tomllib" in text, f"{path.name}: tomllib without fallback"
+
+
+def test_pre_commit_hooks_use_the_venv_and_existing_files():
+    """Hooks are local (no network) and every path they name exists."""
+    text = (ROOT / ".pre-commit-config.yaml").read_text()
+    assert "repo: local" in text and "https://" not in text
+    for entry in re.findall(r"^\s+entry: (.+)$", text, re.M):
+        for word in entry.split():
+            if "/" in word:
+                assert (ROOT / word).exists() or word.startswith(".venv/"), word
+    assert re.search(r"^\s+- id: mypy$", text, re.M) and re.search(r"^\s+- id: ruff$", text, re.M)
+
+
+def test_make_test_runs_lint_types_fast_and_slow_units_and_nbval():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^test: lint typecheck unit slow nbval\b", makefile, re.M)
+    assert '-m "not slow"' in makefile and "-m slow" in makefile
