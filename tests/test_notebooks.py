@@ -1,5 +1,6 @@
 """Notebook hygiene: stored outputs from one clean run, no errors, the house anatomy."""
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -63,3 +64,37 @@ def test_no_banned_patterns_in_code(path):
         src = _src(cell)
         assert "time.time()" not in src, f"cell {i}: time with ak.bench, not time.time()"
         assert "!pip" not in src, f"cell {i}: no !pip outside the bootstrap cell"
+
+
+def _python_source(cell_source):
+    """Return a code cell's source as Python: IPython magics (``%``) and shell lines (``!``)
+    become ``pass`` at the same indentation, so line numbers and blocks stay valid."""
+    lines = []
+    for line in cell_source.splitlines():
+        stripped = line.lstrip()
+        lines.append(line[: len(line) - len(stripped)] + "pass" if stripped.startswith(("%", "!"))
+                     else line)
+    return "\n".join(lines)
+
+
+def asserts_without_message(cell_source):
+    """Return ``(line number, first line)`` of each ``assert`` in the cell that has no message."""
+    lines = cell_source.splitlines()
+    tree = ast.parse(_python_source(cell_source))
+    return [(node.lineno, lines[node.lineno - 1].strip()) for node in ast.walk(tree)
+            if isinstance(node, ast.Assert) and node.msg is None]
+
+
+def test_asserts_without_message_finds_them():
+    src = "%matplotlib inline\nif x:\n    !ls\nassert a == 1\nassert b, 'b must hold'\n"
+    assert asserts_without_message(src) == [(4, "assert a == 1")]
+    assert asserts_without_message("assert (\n  a\n  and b\n), f'{a}'") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_assert_has_a_failure_message(path):
+    """A notebook assert that fails must say what failed: ``assert cond, "what and why"``."""
+    missing = [f"cell {i}, line {n}: {line}"
+               for i, cell in enumerate(_load(path)["cells"]) if cell["cell_type"] == "code"
+               for n, line in asserts_without_message(_src(cell))]
+    assert not missing, "asserts without a failure message:\n" + "\n".join(missing)
