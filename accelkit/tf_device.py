@@ -115,9 +115,11 @@ def tf_enable_memory_growth() -> list[str]:
         The names of the GPUs configured (empty on a machine without GPUs: nothing to do).
 
     Raises:
-        TFAlreadyInitializedError: when TensorFlow has already initialised its devices;
-            the message says to restart the kernel and call this first.  The underlying
-            ``RuntimeError`` is chained, never swallowed.
+        TFAlreadyInitializedError: when TensorFlow initialised its GPUs before memory growth
+            was turned on; the message says to restart the kernel and call this first.  The
+            underlying ``RuntimeError`` is chained, never swallowed.  A second call after a
+            successful one returns quietly even after initialisation: TensorFlow compares the
+            setting with the stored one first and raises only when it would change.
     """
     tf = import_tf()
     gpus = tf.config.list_physical_devices("GPU")
