@@ -9,7 +9,9 @@ This module owns three things:
 * **PyTorch AMP** — :func:`amp_choice` picks the autocast dtype for a device and says whether
   a ``GradScaler`` is needed and whether the hardware has native units for it;
   :func:`autocast` and :func:`grad_scaler` build the device-generic ``torch.autocast`` and
-  ``torch.amp.GradScaler`` from it (never the deprecated ``torch.cuda.amp``).
+  ``torch.amp.GradScaler`` from it (never the deprecated ``torch.cuda.amp``);
+  :func:`make_step` builds one training step whose GradScaler is enabled exactly for fp16;
+  :func:`set_fp32_precision` makes fp32 mean IEEE fp32 (or TF32) in PyTorch and TensorFlow.
 * **Dtype tracing** — :func:`trace_dtypes` records the dtype every op of a forward returns
   (so you can see which ops autocast runs in low precision and which it keeps in fp32);
   :func:`dtype_table` tabulates it.
