@@ -464,6 +464,17 @@ def datasheet_tflops(device_name: str, dtype: Any) -> float | None:
     return None if cls is None else cls.peak_tflops.get(dtypes.short(dtype))
 
 
+# TF32 (added for notebook 02): an fp32 matmul on TF32 tensor cores, only where the class has
+# them (``tf32``); no claim elsewhere (the format does not exist there), nor on ROCm (whether
+# PyTorch's TF32 switch reaches hipBLASLt there is not measured by this course).
+CLAIMS["tf32_matmul"] = "fp32 matmul computed as TF32 vs IEEE fp32 (02)"
+for _cls in CLASSES.values():
+    if _cls.tf32 and _cls.kind == "cuda":
+        object.__setattr__(_cls, "claims", {**_cls.claims, "tf32_matmul": Claim(
+            1.3, "TF32 tensor cores: 2x (A10, L4) to 8x (A100) the IEEE fp32 peak on the "
+            "datasheet; the floor leaves room for a matmul below the datasheet's size")})
+
+
 __all__ = [
     "CLAIMS",
     "CLASSES",

@@ -9,7 +9,9 @@ This module owns three things:
 * **PyTorch AMP** — :func:`amp_choice` picks the autocast dtype for a device and says whether
   a ``GradScaler`` is needed and whether the hardware has native units for it;
   :func:`autocast` and :func:`grad_scaler` build the device-generic ``torch.autocast`` and
-  ``torch.amp.GradScaler`` from it (never the deprecated ``torch.cuda.amp``).
+  ``torch.amp.GradScaler`` from it (never the deprecated ``torch.cuda.amp``);
+  :func:`make_step` builds one training step whose GradScaler is enabled exactly for fp16;
+  :func:`set_fp32_precision` makes fp32 mean IEEE fp32 (or TF32) in PyTorch and TensorFlow.
 * **Dtype tracing** — :func:`trace_dtypes` records the dtype every op of a forward returns
   (so you can see which ops autocast runs in low precision and which it keeps in fp32);
   :func:`dtype_table` tabulates it.
@@ -343,6 +345,132 @@ def grad_scaler(device: Any = None, dtype: Any = None, **kwargs: Any) -> Any:
     return torch.amp.GradScaler(choice.device_type, enabled=choice.needs_scaler, **kwargs)
 
 
+@dataclass
+class AmpStep:
+    """One training step for a precision: autocast around forward and loss, a GradScaler.
+
+    Built by :func:`make_step`; call it as ``step(x, y)`` to run one optimizer step and get
+    the (detached) loss.
+
+    Attributes:
+        model, opt: the module trained and its optimizer.
+        dtype: the autocast dtype, or ``None`` for the fp32 baseline (autocast disabled).
+        scaler: the ``torch.amp.GradScaler``, *enabled* exactly when ``dtype`` is fp16.
+        loss_fn: ``loss_fn(output, y)``, computed inside autocast.
+        autocast: the ``torch.autocast`` context the forward pass runs in.
+    """
+
+    model: Any
+    opt: Any
+    dtype: Any
+    scaler: Any
+    loss_fn: Callable[[Any, Any], Any]
+    autocast: Any
+
+    def __call__(self, x: Any, y: Any) -> Any:
+        self.opt.zero_grad(set_to_none=True)
+        with self.autocast:  # forward and loss: low precision where autocast deems it safe
+            loss = self.loss_fn(self.model(x), y)
+        self.scaler.scale(loss).backward()  # backward outside autocast, as the docs advise
+        self.scaler.step(self.opt)  # unscales; skips the update if a gradient is inf/NaN
+        self.scaler.update()  # grows the scale after good steps, halves it on inf/NaN
+        return loss.detach()
+
+
+def make_step(model: Any, opt: Any, device: Any = None, dtype: Any = None, *,
+              scaler: Any = None, loss_fn: Callable[[Any, Any], Any] | None = None) -> AmpStep:
+    """Return one training step for ``dtype``: autocast + a GradScaler chosen by :func:`amp_choice`.
+
+    The shape nanoGPT made familiar: ``torch.autocast`` around the forward pass and the loss
+    (``enabled=False`` for the fp32 baseline, through the same code), ``backward`` outside it,
+    and a ``GradScaler`` that is *enabled* whenever the dtype is fp16 (its gradients underflow
+    without loss scaling) and a pass-through for bf16 and fp32.
+
+    Args:
+        model: the module (fp32 parameters: autocast casts per op).
+        opt: its optimizer.
+        device: the device the step runs on; default: the best device here.
+        dtype: ``torch.bfloat16``/``torch.float16`` (or ``"bf16"``/``"fp16"``); ``None`` is
+            the fp32 baseline.
+        scaler: a ``torch.amp.GradScaler`` to use (its ``init_scale``, ``growth_interval``
+            ...); default: :func:`grad_scaler` for ``dtype``.
+        loss_fn: ``loss_fn(output, y)``; default: ``torch.nn.functional.cross_entropy``.
+
+    Returns:
+        An :class:`AmpStep`; ``step(x, y)`` runs one optimizer step and returns the loss.
+
+    Raises:
+        ValueError: for fp16 with a disabled ``scaler`` (fp16 gradients below 6e-8 would
+            silently become 0: pass an enabled one, or none), and as :func:`amp_choice`.
+
+    Example: ``step = make_step(model, opt, dev, torch.float16); loss = step(x, y)``
+    """
+    import torch
+
+    choice = amp_choice(device, dtype)  # with dtype=None: the device's dtype, autocast off
+    needs = dtype is not None and choice.needs_scaler
+    if scaler is None:
+        scaler = torch.amp.GradScaler(choice.device_type, enabled=needs)
+    elif needs and not scaler.is_enabled():
+        raise ValueError(f"{choice.dtype} training needs an enabled GradScaler (gradients below "
+                         "fp16's smallest subnormal become 0); pass scaler=None to get one")
+    ctx = torch.autocast(device_type=choice.device_type, dtype=choice.dtype,
+                         enabled=dtype is not None)
+    return AmpStep(model, opt, None if dtype is None else choice.dtype, scaler,
+                   loss_fn or torch.nn.functional.cross_entropy, ctx)
+
+
+# ----------------------------------------------------------------------------- TF32
+#: The fp32 matmul/conv modes: IEEE fp32 everywhere, or TF32 on tensor cores where they exist.
+FP32_MODES = ("ieee", "tf32")
+
+
+def set_fp32_precision(mode: str, *, tf: Any = None) -> None:
+    """Make fp32 matmuls and convolutions compute in IEEE fp32 or TF32, in both frameworks.
+
+    The frameworks differ by default on GPUs with TF32 (Ampere and newer, see
+    :attr:`accelkit.hardware.HardwareClass.tf32`): TensorFlow runs fp32 matmuls *and*
+    convolutions in TF32, PyTorch runs its convolutions in TF32
+    (``torch.backends.cudnn.conv.fp32_precision == "tf32"``) but its matmuls in IEEE fp32.
+    An fp32 baseline compared across frameworks must fix one.  Uses PyTorch's current API
+    (``torch.backends.cuda.matmul.fp32_precision``, ``torch.backends.cudnn.conv.fp32_precision``;
+    the older ``allow_tf32`` flags and ``set_float32_matmul_precision`` must not be mixed with
+    it) and ``tf.config.experimental.enable_tensor_float_32_execution``.  Where there are no
+    TF32 units (CPUs, older GPUs) the settings change nothing.
+
+    Args:
+        mode: ``"ieee"`` (full fp32) or ``"tf32"``.
+        tf: the ``tensorflow`` module to set too, or ``None`` for PyTorch only.
+
+    Raises:
+        ValueError: for another mode.
+
+    Example: ``set_fp32_precision("ieee", tf=tf)  # the same fp32 baseline in both``
+    """
+    import torch
+
+    if mode not in FP32_MODES:
+        raise ValueError(f"mode must be one of {FP32_MODES}, got {mode!r}")
+    torch.backends.cuda.matmul.fp32_precision = mode
+    torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
+    if tf is not None:
+        tf.config.experimental.enable_tensor_float_32_execution(mode == "tf32")
+
+
+def fp32_precision(tf: Any = None) -> dict[str, str]:
+    """Return the current fp32 modes: ``{"torch matmul", "torch conv"[, "tf"]}`` -> ieee/tf32.
+
+    Example: ``fp32_precision(tf)  # {'torch matmul': 'ieee', 'torch conv': 'ieee', 'tf': 'ieee'}``
+    """
+    import torch
+
+    modes = {"torch matmul": str(torch.backends.cuda.matmul.fp32_precision),
+             "torch conv": str(torch.backends.cudnn.conv.fp32_precision)}  # type: ignore[attr-defined]
+    if tf is not None:
+        modes["tf"] = "tf32" if tf.config.experimental.tensor_float_32_execution_enabled() else "ieee"
+    return modes
+
+
 # ----------------------------------------------------------------------------- dtype tracing
 @dataclass(frozen=True)
 class OpRecord:
@@ -428,7 +556,9 @@ def dtype_table(records: Iterable[OpRecord]) -> str:
 
 __all__ = [
     "FORMATS",
+    "FP32_MODES",
     "AmpChoice",
+    "AmpStep",
     "FloatFormat",
     "OpRecord",
     "amp_choice",
@@ -437,8 +567,11 @@ __all__ = [
     "float_format",
     "format_name",
     "format_table",
+    "fp32_precision",
     "grad_scaler",
     "ieee_limits",
+    "make_step",
     "round_to",
+    "set_fp32_precision",
     "trace_dtypes",
 ]

@@ -107,6 +107,88 @@ def test_autocast_and_grad_scaler():
     assert scaler.is_enabled() and scaler.get_scale() == 2.0**10
 
 
+# ----------------------------------------------------------------------------- make_step
+def _tiny_gradient_problem():
+    """A linear layer whose true weight gradients (8e-9) are below fp16's smallest subnormal."""
+    lin = nn.Linear(4, 1, bias=False)
+    nn.init.ones_(lin.weight)
+    x, y = torch.full((8, 4), 1e-4), torch.zeros(8)
+    return lin, torch.optim.SGD(lin.parameters(), lr=1.0), x, y
+
+
+def _small_loss(out, y):
+    return (out.float().squeeze(1) - y).sum() * 1e-5  # d loss / d w = 8 * 1e-4 * 1e-5
+
+
+@pytest.mark.parametrize("dtype, enabled", [(torch.float16, True), ("fp16", True),
+                                            (torch.bfloat16, False), (None, False)])
+def test_make_step_enables_the_scaler_exactly_for_fp16(dtype, enabled):
+    lin, opt, x, y = _tiny_gradient_problem()
+    step = precision.make_step(lin, opt, "cpu", dtype, loss_fn=_small_loss)
+    assert step.scaler.is_enabled() is enabled
+    loss = step(x, y)
+    assert loss.dtype == torch.float32 and not loss.requires_grad
+
+
+def test_make_step_fp16_keeps_gradients_that_underflow_without_scaling():
+    lin, opt, x, y = _tiny_gradient_problem()
+    step = precision.make_step(lin, opt, "cpu", torch.float16, loss_fn=_small_loss)
+    step(x, y)
+    assert step.scaler.get_scale() == 2.0**16  # the default start, no overflow
+    torch.testing.assert_close(lin.weight.grad, torch.full((1, 4), 8e-9), rtol=2e-2, atol=0)
+    # the same step without loss scaling (what `GradScaler(enabled=False)` did): all lost
+    lin2, opt2, _, _ = _tiny_gradient_problem()
+    off = precision.AmpStep(lin2, opt2, torch.float16, torch.amp.GradScaler("cpu", enabled=False),
+                            _small_loss, torch.autocast("cpu", dtype=torch.float16))
+    off(x, y)
+    assert (lin2.weight.grad == 0).all()
+
+
+def test_make_step_rejects_a_disabled_scaler_for_fp16_and_keeps_a_given_one():
+    lin, opt, _, _ = _tiny_gradient_problem()
+    with pytest.raises(ValueError, match="enabled GradScaler"):
+        precision.make_step(lin, opt, "cpu", torch.float16,
+                            scaler=torch.amp.GradScaler("cpu", enabled=False))
+    mine = precision.grad_scaler("cpu", torch.float16, init_scale=2.0**12)
+    assert precision.make_step(lin, opt, "cpu", torch.float16, scaler=mine).scaler is mine
+
+
+def test_make_step_fp32_baseline_runs_without_autocast():
+    lin, opt, x, y = _tiny_gradient_problem()
+    step = precision.make_step(lin, opt, "cpu", None, loss_fn=lambda out, y: out.sum())
+    with step.autocast:
+        assert lin(x).dtype == torch.float32
+    assert step.dtype is None
+
+
+# ----------------------------------------------------------------------------- TF32
+class _FakeTF:
+    """Just the TF32 switch of ``tf.config.experimental``."""
+
+    def __init__(self):
+        self.tf32 = True  # TensorFlow's default
+        exp = type("exp", (), {})()
+        exp.enable_tensor_float_32_execution = lambda on: setattr(self, "tf32", on)
+        exp.tensor_float_32_execution_enabled = lambda: self.tf32
+        self.config = type("config", (), {"experimental": exp})()
+
+
+def test_set_fp32_precision_sets_both_frameworks():
+    before = (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision)
+    tf = _FakeTF()
+    try:
+        precision.set_fp32_precision("ieee", tf=tf)
+        assert precision.fp32_precision(tf) == {"torch matmul": "ieee", "torch conv": "ieee",
+                                                "tf": "ieee"}
+        precision.set_fp32_precision("tf32", tf=tf)
+        assert precision.fp32_precision(tf) == {"torch matmul": "tf32", "torch conv": "tf32",
+                                                "tf": "tf32"}
+        with pytest.raises(ValueError, match="ieee"):
+            precision.set_fp32_precision("highest")
+    finally:
+        torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision = before
+
+
 # ----------------------------------------------------------------------------- dtype tracing
 def _cnn():
     torch.manual_seed(0)
