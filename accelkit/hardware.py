@@ -62,6 +62,7 @@ CLAIMS: dict[str, str] = {
     "xla_poly": "XLA jit_compile vs tf.function, arithmetic chain (03)",
     "xla_relu": "XLA jit_compile vs tf.function, ReLU chain (03)",
     "steps_per_execution": "Keras steps_per_execution=N vs 1 (05)",
+    "tf32_matmul": "fp32 matmul computed as TF32 vs IEEE fp32 (02)",
 }
 
 _MEASURED_CPU = "measured on the course's 2-core CI CPU (a Xeon VM)"
@@ -113,6 +114,13 @@ _TC_BF16 = {
     "amp_step_torch": Claim(1.2, "a 512-channel CNN is tensor-core bound: 1.8x measured on an "
                             "H200"),
     "amp_step_tf": Claim(1.0, "mixed precision on tensor cores is not slower"),
+}
+#: TF32 tensor cores (NVIDIA Ampere on; not claimed on ROCm, where whether PyTorch's TF32
+#: switch reaches hipBLASLt is not measured by this course).
+_TC_TF32 = {
+    "tf32_matmul": Claim(1.3, "TF32 tensor cores: 2x (A10, L4) to 8x (A100) the IEEE fp32 peak "
+                         "on the datasheet; the floor leaves room for a matmul below the "
+                         "datasheet's size"),
 }
 _TC_FP16_ONLY = {
     "bf16_matmul": Claim(None, "no bf16 tensor cores before Ampere: bf16 is emulated, use fp16"),
@@ -235,6 +243,8 @@ def _gpu(name: str, title: str, cc: tuple[int, int], memory_gib: float,
          kind: str = "cuda") -> HardwareClass:
     bf16 = "bf16" in peaks
     claims = dict(_GPU_CLAIMS) | (_TC_BF16 if bf16 else _TC_FP16_ONLY)
+    if "tf32" in peaks and kind == "cuda":
+        claims |= _TC_TF32
     return HardwareClass(
         name, title, kind, bf16_units=bf16, fp16_units=True, tf32="tf32" in peaks,
         fp8="fp8" in peaks, memory_gib=memory_gib, peak_tflops=peaks, bandwidth_gbps=bandwidth,
@@ -462,17 +472,6 @@ def datasheet_tflops(device_name: str, dtype: Any) -> float | None:
     """
     cls = _class_by_name(device_name)
     return None if cls is None else cls.peak_tflops.get(dtypes.short(dtype))
-
-
-# TF32 (added for notebook 02): an fp32 matmul on TF32 tensor cores, only where the class has
-# them (``tf32``); no claim elsewhere (the format does not exist there), nor on ROCm (whether
-# PyTorch's TF32 switch reaches hipBLASLt there is not measured by this course).
-CLAIMS["tf32_matmul"] = "fp32 matmul computed as TF32 vs IEEE fp32 (02)"
-for _cls in CLASSES.values():
-    if _cls.tf32 and _cls.kind == "cuda":
-        object.__setattr__(_cls, "claims", {**_cls.claims, "tf32_matmul": Claim(
-            1.3, "TF32 tensor cores: 2x (A10, L4) to 8x (A100) the IEEE fp32 peak on the "
-            "datasheet; the floor leaves room for a matmul below the datasheet's size")})
 
 
 __all__ = [
