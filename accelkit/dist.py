@@ -26,9 +26,11 @@ It never imports IPython or matplotlib (it runs in worker processes).
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import gc
 import json
 import os
+import signal
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -43,6 +45,16 @@ from accelkit.bench import Timing
 
 #: Buffer sizes the workers fit the ring model on: 4 KiB .. 16 MiB, bytes.
 FIT_SIZES_BYTES: tuple[int, ...] = tuple(4**k for k in (6, 8, 10, 11, 12))
+
+#: How long a collective waits for the other ranks by default, seconds (torch's own default
+#: is 30 minutes for gloo and 10 for NCCL: a hang would look like a slow run).
+DEFAULT_TIMEOUT_S = 120.0
+#: Environment variable that sets the collective timeout of :func:`setup`, seconds;
+#: :func:`accelkit.launch.torchrun` sets it (``collective_timeout_s``).
+TIMEOUT_ENV = "ACCELKIT_COLLECTIVE_TIMEOUT_S"
+#: The signal on which a worker prints every thread's Python stack to stderr
+#: (``faulthandler``); :mod:`accelkit.launch` sends it before killing a timed-out run.
+STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
 
 
 @dataclass(frozen=True)
@@ -166,14 +178,57 @@ def rank_info() -> RankInfo:
                     _env_int("GROUP_RANK", 0), str(backend), dev, launched)
 
 
-def setup(backend: str | None = None, *, timeout_s: float = 120,
+def collective_timeout_s() -> float:
+    """Return the collective timeout for :func:`setup`: ``$ACCELKIT_COLLECTIVE_TIMEOUT_S``, else
+    :data:`DEFAULT_TIMEOUT_S` (seconds).
+
+    Raises:
+        ValueError: when the variable is not a number > 0.
+    """
+    raw = os.environ.get(TIMEOUT_ENV, "")
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r} must be a number of seconds > 0")
+    return value
+
+
+def enable_stack_dumps() -> bool:
+    """Make this process print every thread's Python stack to stderr on :data:`STACK_SIGNAL`.
+
+    ``faulthandler.register(SIGUSR1, all_threads=True)``: the dump is written by a C signal
+    handler, so it works while the main thread is blocked inside a collective (in C++, with
+    the GIL released).  ``kill -USR1 PID`` shows where a hung worker waits; a timed-out
+    :mod:`accelkit.launch` run does it for every worker before killing it.
+
+    Returns:
+        True when registered; False where the platform has no ``SIGUSR1`` (Windows).
+    """
+    if STACK_SIGNAL is None:
+        return False
+    faulthandler.register(STACK_SIGNAL, all_threads=True)
+    return True
+
+
+def setup(backend: str | None = None, *, timeout_s: float | None = None,
           threads: int | None = None) -> RankInfo:
     """Create the process group (call once per worker, before wrapping the model).
 
+    A launched worker also gets :func:`enable_stack_dumps` (``kill -USR1`` prints its stack).
+
     Args:
         backend: ``"gloo"``/``"nccl"``; default: :func:`choose_backend` for this device.
-        timeout_s: how long collectives wait for the other ranks before failing, > 0
-            (a hung peer then raises instead of blocking forever).
+        timeout_s: how long a collective waits for the other ranks before it raises, > 0
+            (``init_process_group(timeout=...)``; gloo raises ``RuntimeError: ... Timed out
+            waiting N ms for recv operation``, with the Python traceback of where this rank
+            waited).  Default :func:`collective_timeout_s`: ``$ACCELKIT_COLLECTIVE_TIMEOUT_S``
+            (the launcher sets it; notebooks keep it short) or :data:`DEFAULT_TIMEOUT_S`.
+            Longer than the slowest legitimate wait (rank 0 writing a checkpoint while the
+            others wait in a barrier), shorter than your patience.
         threads: torch intra-op threads; default: ``$OMP_NUM_THREADS`` if set.
 
     Returns:
@@ -186,6 +241,8 @@ def setup(backend: str | None = None, *, timeout_s: float = 120,
     import torch
     import torch.distributed as dist
 
+    if timeout_s is None:
+        timeout_s = collective_timeout_s()
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
     n_threads = threads or _env_int("OMP_NUM_THREADS", 0)
@@ -199,6 +256,7 @@ def setup(backend: str | None = None, *, timeout_s: float = 120,
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if is_launched() and not _has_group():
+        enable_stack_dumps()
         kwargs: dict[str, Any] = {"backend": chosen, "timeout": timedelta(seconds=timeout_s)}
         if dev.type == "cuda":
             kwargs["device_id"] = dev  # lets NCCL bind the communicator eagerly
@@ -234,7 +292,7 @@ def teardown(barrier: bool = True) -> None:
 
 
 @contextmanager
-def session(backend: str | None = None, *, timeout_s: float = 120,
+def session(backend: str | None = None, *, timeout_s: float | None = None,
             threads: int | None = None) -> Iterator[RankInfo]:
     """``with ak.dist.session() as info:`` = :func:`setup`, the body, then :func:`teardown`.
 
@@ -502,12 +560,17 @@ def replica_max_abs_diff(module: Any) -> float:
 
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
     "FIT_SIZES_BYTES",
+    "STACK_SIGNAL",
+    "TIMEOUT_ENV",
     "RankInfo",
     "allreduce_vs_model",
     "barrier",
     "choose_backend",
+    "collective_timeout_s",
     "device_for",
+    "enable_stack_dumps",
     "get_rank",
     "get_world_size",
     "is_launched",

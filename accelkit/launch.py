@@ -13,6 +13,16 @@ deleted first) and ``result.read_json()`` reads what it wrote.  A torchrun worke
 is read from torchrun's per-rank error files and its agent's failure record
 (:mod:`accelkit.elastic`), never from its printed report.
 
+A rank stuck in a collective says so, two ways.  :func:`torchrun` gives the workers a
+collective timeout (``collective_timeout_s``, default 3/4 of the launch's own limit, at most
+:data:`accelkit.dist.DEFAULT_TIMEOUT_S`; :func:`accelkit.dist.setup` reads it), so a
+collective that waits for a rank that never comes raises in the worker, with the traceback of
+where it waited.  And past the launch's time limit every worker that registered the stack
+signal (:func:`accelkit.dist.setup` does, with ``faulthandler``) prints its Python stack
+before the group is killed.  :meth:`LaunchResult.where` and the summary then say, per rank,
+which call into torch it was blocked in (``barrier``, ``all_reduce``, ``backward`` where DDP
+all-reduces gradients) and which line of the worker made it.
+
 What lives elsewhere: starting, streaming, timing out and killing process groups, ports and
 the launch marker (:mod:`accelkit.procs`); torchrun's command line and records
 (:mod:`accelkit.elastic`); finding, showing and importing worker scripts and reading their
@@ -32,9 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelkit import elastic, procs, scripts
+from accelkit import dist, elastic, procs, scripts
 from accelkit.elastic import RankFailure
-from accelkit.procs import Child, PortInUseError
+from accelkit.procs import Child, Frame, PortInUseError
 
 #: torchrun's per-line prefix template; ``${rank}`` is the global rank.
 PREFIX_TEMPLATE = "[rank${rank}]:"
@@ -99,6 +109,9 @@ class LaunchResult:
         launch_id: the tag (``$ACCELKIT_LAUNCH_ID``) on every process this launch started;
             :func:`accelkit.procs.leftover_processes` takes it.
         out: the path passed to the worker as ``--out``, or None.
+        stacks: per rank, the main thread's Python stack (innermost frame first) from the dump
+            it printed when a timed-out run asked for it (see :func:`accelkit.procs.last_stack`).
+        collective_timeout_s: the workers' collective timeout, seconds, or None (not set).
     """
 
     kind: str
@@ -116,6 +129,8 @@ class LaunchResult:
     killed: int = 0
     launch_id: str = ""
     out: Path | None = None
+    stacks: dict[int, list[Frame]] = field(default_factory=dict)
+    collective_timeout_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -153,13 +168,48 @@ class LaunchResult:
             lines += ["its last output before that:", _tail(before, 10)]
         return lines
 
+    def where(self) -> dict[int, str]:
+        """Say per rank where it was when the run ended badly, from its Python stack.
+
+        A timed-out run: the stack each rank printed on the stack signal.  A failed run: the
+        traceback each failed rank recorded in its error file.  One line per rank, e.g.
+        ``"barrier (torch/distributed/distributed_c10d.py:5356), called from
+        accelkit/dist.py:283 in teardown: dist.barrier()"`` (see
+        :func:`accelkit.procs.where_waiting`).
+
+        Returns:
+            ``{rank: line}`` for the ranks with a stack or a recorded traceback, by rank.
+        """
+        found = {r: procs.where_waiting(st) for r, st in self.stacks.items() if st}
+        for r, f in self.failures.items():
+            if r not in found and f.traceback:
+                found[r] = procs.where_waiting(procs.traceback_frames(f.traceback))
+        return dict(sorted(found.items()))
+
+    def _where_lines(self) -> list[str]:
+        where = self.where()
+        if not where or (not self.timed_out and len(where) < 2):
+            return []  # one failed rank: its traceback above says it all
+        how = ("its Python stack when the time limit came (faulthandler)" if self.timed_out
+               else "the traceback each recorded")
+        lines = [f"where each rank was ({how}):"]
+        lines += [f"  rank {r}: {w}" for r, w in where.items()]
+        timed = [f.message for f in self.failures.values() if "Timed out" in f.message]
+        if timed or self.timed_out:
+            lines.append(
+                "ranks that wait in different collectives, or for a rank that never comes, hang "
+                "until a timeout: uneven inputs (one rank runs more steps) are the usual cause; "
+                "see notebook 04 (DistributedSampler, drop_last, Join)")
+        return lines
+
     def summary(self) -> str:
         """Explain how the run ended; a failing rank's own error comes first.
 
         Returns:
             ``"ok: ..."`` for a clean run; otherwise the failing rank with its exit code, the
             exception and traceback it recorded (torchrun's error file) or its output tail,
-            the other ranks' exit codes, and the launcher's own message when no rank
+            the other ranks' exit codes, where each rank was (:meth:`where`: on a timeout,
+            or when several ranks failed), and the launcher's own message when no rank
             explains it.
         """
         n = max(len(self.exit_codes), len(self.logs))
@@ -176,6 +226,7 @@ class LaunchResult:
         if others:
             lines.append("other ranks: " + ", ".join(
                 f"rank {r} {procs.describe_exit(c)}" for r, c in others.items()))
+        lines += self._where_lines()
         if rank is None and not self.timed_out:
             lines.append(f"launcher exit codes {self.returncodes}; launcher output:")
             lines.append(_tail(self.launcher_log, 25) or "(nothing)")
@@ -224,11 +275,14 @@ def _run(kind: str, children: list[Child], launch_id: str, *, timeout_s: float, 
                               label="worker" if kind == "tf" else "rank", stream=stream)
     run = procs.run_group(children, launch_id=launch_id, timeout_s=timeout_s, on_line=lines,
                           fail_fast=fail_fast)
-    return LaunchResult(kind, [c.argv for c in children], logs=lines.logs(),
+    logs = lines.logs()
+    stacks = {r: st for r, log in logs.items() if (st := procs.last_stack(log))} \
+        if run.stacks_requested else {}
+    return LaunchResult(kind, [c.argv for c in children], logs=logs,
                         launcher_log=lines.launcher_log(), returncodes=run.returncodes,
                         wall_s=run.wall_s, timeout_s=timeout_s, timed_out=run.timed_out,
                         killed=run.killed, launch_id=launch_id,
-                        out=None if out is None else Path(out))
+                        out=None if out is None else Path(out), stacks=stacks)
 
 
 # ----------------------------------------------------------------------------- torchrun
@@ -249,7 +303,7 @@ def torchrun(script: str | os.PathLike[str], args: Sequence[Any] = (), *, nproc:
              nnodes: int = 1, port: int | None = None, timeout_s: float = 120,
              threads: int | None = 1, env: Mapping[str, str] | None = None,
              out: str | os.PathLike[str] | None = None, stream: bool = True,
-             check: bool = True) -> LaunchResult:
+             check: bool = True, collective_timeout_s: float | None = None) -> LaunchResult:
     """Run ``script`` under the real ``torchrun`` and stream each rank's output here.
 
     With ``nnodes == 1``: ``torchrun --standalone --nproc-per-node=nproc`` (its rendezvous
@@ -261,7 +315,8 @@ def torchrun(script: str | os.PathLike[str], args: Sequence[Any] = (), *, nproc:
 
     torchrun itself stops the other workers when one fails; this function then reports the
     failing rank's exit code and the exception it recorded in its error file (else its own
-    output) first.  Past ``timeout_s`` everything is killed.
+    output) first.  Past ``timeout_s`` every worker is asked for its Python stack (see the
+    module docstring), then everything is killed.
 
     Args:
         script: the worker script (e.g. ``accelkit.scripts.worker_script("ddp_train.py")``).
@@ -276,12 +331,17 @@ def torchrun(script: str | os.PathLike[str], args: Sequence[Any] = (), *, nproc:
             folder there; read it back with :meth:`LaunchResult.read_json`.
         stream: print the workers' lines as they come.
         check: raise :class:`LaunchError` when the run failed or timed out.
+        collective_timeout_s: how long a collective in the workers waits for the other
+            ranks, seconds, > 0 (``$ACCELKIT_COLLECTIVE_TIMEOUT_S``, read by
+            :func:`accelkit.dist.setup`); default ``min(0.75 * timeout_s, 120)``, so a stuck
+            collective raises in the worker, with its traceback, before the launcher's kill.
 
     Returns:
         A :class:`LaunchResult` (exit codes and logs per rank).
 
     Raises:
-        ValueError: for bad ``nproc``/``nnodes``/``timeout_s``/``threads``.
+        ValueError: for bad ``nproc``/``nnodes``/``timeout_s``/``threads``/
+            ``collective_timeout_s``.
         FileNotFoundError: when ``script`` does not exist.
         PortInUseError: when an explicit ``port`` is taken (pass ``port=None``).
         LaunchError: when ``check`` and a rank failed or the run timed out.
@@ -289,6 +349,10 @@ def torchrun(script: str | os.PathLike[str], args: Sequence[Any] = (), *, nproc:
     from accelkit import config
 
     path = _check_args(script, timeout_s, threads)
+    if collective_timeout_s is None:
+        collective_timeout_s = min(0.75 * timeout_s, dist.DEFAULT_TIMEOUT_S)
+    if not collective_timeout_s > 0:
+        raise ValueError(f"collective_timeout_s must be > 0, got {collective_timeout_s}")
     if port is not None and not procs.is_port_free(port):
         raise PortInUseError(
             f"port {port} on 127.0.0.1 is already in use (a lingering run or another program); "
@@ -301,12 +365,15 @@ def torchrun(script: str | os.PathLike[str], args: Sequence[Any] = (), *, nproc:
                            rdzv_endpoint=endpoint, rdzv_id=launch_id, log_dir=log_root,
                            module="accelkit.elastic") + _with_out((), out)
     reports = [log_root / f"agent{i}-failures.json" for i in range(nnodes)]
-    base = {**procs.child_env(env, threads), "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": PREFIX_TEMPLATE}
+    base = {**procs.child_env({dist.TIMEOUT_ENV: f"{collective_timeout_s:g}", **dict(env or {})},
+                              threads),
+            "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": PREFIX_TEMPLATE}
     children = [Child(cmd, {**base, elastic.REPORT_ENV: str(report)})
                 for report in reports]  # the same command on every "node"
     result = _run("torchrun", children, launch_id, timeout_s=timeout_s, stream=stream,
                   fail_fast=nnodes > 1, out=out)
     result.log_dir = log_root
+    result.collective_timeout_s = collective_timeout_s
     _read_torchrun_outcome(result, reports, nproc * nnodes)
     return _finish(result, stream, check)
 

@@ -12,7 +12,13 @@ This module owns the plumbing under every launcher in :mod:`accelkit.launch`:
   process tagged with the launch's marker (``$ACCELKIT_LAUNCH_ID``), also those whose parent
   died first; :func:`leftover_processes` lists what is still alive;
 * :func:`spawn_group` does the same for a function in ``torch.multiprocessing`` children;
-* :func:`free_port` and :func:`is_port_free` for launchers that need a TCP port.
+* :func:`free_port` and :func:`is_port_free` for launchers that need a TCP port;
+* stack dumps of hung workers: :func:`request_stacks` sends the stack signal
+  (``SIGUSR1``, registered with ``faulthandler`` by :func:`accelkit.dist.setup`) to every
+  process of a launch that catches it, :func:`run_group` does so before killing a timed-out
+  group, and :func:`last_stack` / :func:`traceback_frames` read a dump or a traceback back as
+  :class:`Frame` lists, which :func:`where_waiting` turns into one line: the call into torch
+  the rank was blocked in, and the line of its own code that made it.
 
 What lives elsewhere: the launchers, their results and errors (:mod:`accelkit.launch`),
 torchrun's per-rank failure records (:mod:`accelkit.elastic`), worker script files
@@ -55,6 +61,9 @@ QUIET_LINE = re.compile(r"^([IWE]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]|WARNIN
 _POLL_S = 0.05  # how often the watcher checks exit codes and the clock
 _SCAN_S = 0.5  # how often it records the group's descendants
 _READER_JOIN_S = 5.0  # after the clean-up, how long to wait for the last output
+#: The signal a timed-out run's workers get before the kill (faulthandler prints their stacks).
+STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
+_STACK_WAIT_S = 2.0  # how long the dumps may take to arrive (torchrun relays them from files)
 
 
 class PortInUseError(OSError):
@@ -215,6 +224,159 @@ def kill_all(procs: Sequence[Any], launch_id: str, grace_s: float) -> int:
     return len(targets)
 
 
+# ----------------------------------------------------------------------------- stack dumps
+def catches_signal(pid: int, sig: int) -> bool:
+    """True when process ``pid`` has a handler for ``sig`` (Linux: ``SigCgt`` in /proc).
+
+    A process without one would be *killed* by ``SIGUSR1``; only those that registered it
+    (``faulthandler``) are sent it.  False where /proc is missing (macOS, Windows).
+    """
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    m = re.search(r"^SigCgt:\s*([0-9a-fA-F]+)", status, re.M)
+    if m is None:
+        return False
+    return bool(int(m.group(1), 16) >> (int(sig) - 1) & 1)
+
+
+def request_stacks(procs: Iterable[Any], launch_id: str) -> int:
+    """Send :data:`STACK_SIGNAL` to every live process of the launch that catches it.
+
+    Args:
+        procs: ``psutil.Process`` objects (with their descendants); processes tagged with
+            ``launch_id`` are added.
+        launch_id: the launch's tag.
+
+    Returns:
+        How many processes were signalled (0 where the platform has no ``SIGUSR1``).
+    """
+    if STACK_SIGNAL is None:
+        return 0
+    sent = 0
+    for p in _with_descendants(list(procs) + _marked(launch_id)).values():
+        if _alive(p) and catches_signal(p.pid, STACK_SIGNAL):
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(STACK_SIGNAL)
+                sent += 1
+    return sent
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a Python stack: file, line number, function, and its source line."""
+
+    file: str
+    line: int
+    func: str
+    code: str = ""
+
+    @property
+    def short_file(self) -> str:
+        """The path from ``torch/`` or ``accelkit/`` on, else the file name."""
+        parts = Path(self.file).parts
+        for root in ("torch", "accelkit"):
+            if root in parts:
+                return "/".join(parts[len(parts) - 1 - parts[::-1].index(root):])
+        return Path(self.file).name
+
+    @property
+    def in_torch(self) -> bool:
+        """True for a frame inside the torch package."""
+        return "torch" in Path(self.file).parts[:-1]
+
+    def __str__(self) -> str:
+        return f"{self.short_file}:{self.line} in {self.func}"
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
+_DUMP_HEAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ .*most recent call first")
+
+
+def last_stack(log: str) -> list[Frame]:
+    """Return the main thread's stack from the last ``faulthandler`` dump in ``log``.
+
+    A dump (``faulthandler.dump_traceback(all_threads=True)``, or the stack signal) lists
+    each Python thread, innermost frame first; the main thread is the one whose outermost
+    frame is ``<module>`` (else the first listed).  Source lines are filled in from the files.
+
+    Returns:
+        Its frames, innermost first; ``[]`` when ``log`` holds no dump.
+    """
+    import linecache
+
+    lines = log.splitlines()
+    heads = [i for i, s in enumerate(lines) if _DUMP_HEAD.match(s.strip())]
+    if not heads:
+        return []
+    blocks: list[list[Frame]] = []
+    for s in lines[_dump_start(lines, heads):]:
+        if _DUMP_HEAD.match(s.strip()):
+            blocks.append([])
+        elif (m := _FRAME.match(s)) and blocks:
+            code = linecache.getline(m["file"], int(m["line"])).strip()
+            blocks[-1].append(Frame(m["file"], int(m["line"]), m["func"], code))
+        elif s.strip() and blocks and blocks[-1]:
+            break  # the dump ended: later output is not part of it
+    main = [b for b in blocks if b and b[-1].func == "<module>"]
+    return main[0] if main else blocks[0]
+
+
+def _dump_start(lines: Sequence[str], heads: Sequence[int]) -> int:
+    """The first line of the last dump: the first of its thread headers."""
+    start = heads[-1]
+    for h in reversed(heads[:-1]):
+        if all(_FRAME.match(s) or not s.strip() for s in lines[h + 1:start]):
+            start = h
+        else:
+            break
+    return start
+
+
+def traceback_frames(traceback: str) -> list[Frame]:
+    """Return the frames of a Python traceback text (``Traceback (most recent call last)``).
+
+    Returns:
+        Its frames, innermost first (the order of :func:`last_stack`), with source lines.
+    """
+    lines = traceback.splitlines()
+    frames = []
+    for i, s in enumerate(lines):
+        m = _FRAME.match(s)
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.match(
+                lines[i + 1]) else ""
+            frames.append(Frame(m["file"], int(m["line"]), m["func"], code))
+    return frames[::-1]
+
+
+def where_waiting(frames: Sequence[Frame]) -> str:
+    """Say in one line where a stack (innermost first) was: torch's call and the caller's line.
+
+    The call is the outermost torch frame below the caller's code (``barrier``, ``all_reduce``,
+    ``backward``: DDP all-reduces its gradients inside ``backward``); the caller is the frame
+    that made it, with its source line.
+
+    Example: ``"barrier (torch/distributed/distributed_c10d.py:5356), called from
+    accelkit/dist.py:283 in teardown: dist.barrier()"``.
+    """
+    if not frames:
+        return "(no stack)"
+    callers = [i for i, f in enumerate(frames) if not f.in_torch]
+    first_own = callers[0] if callers else len(frames)
+    calls = [f for f in frames[:first_own] if f.func != "wrapper"]  # c10d_logger's wrapper
+    if not calls:  # blocked in its own code, not in torch
+        f = frames[0]
+        return f"{f}" + (f": {f.code}" if f.code else "")
+    call = calls[-1]  # the torch function the caller called
+    where = f"{call.func} ({call.short_file}:{call.line})"
+    if callers:
+        caller = frames[first_own]
+        where += f", called from {caller}" + (f": {caller.code}" if caller.code else "")
+    return where
+
+
 # ----------------------------------------------------------------------------- output
 class RankedLines:
     """Keep a group's output per rank and stream it with a ``[rankN]:`` prefix.
@@ -313,6 +475,7 @@ class GroupRun:
     timed_out: bool = False
     killed: int = 0
     wall_s: float = 0.0
+    stacks_requested: int = 0
 
 
 def _read_lines(child: int, pipe: IO[bytes], lines: queue.Queue[tuple[int, str]]) -> None:
@@ -380,13 +543,16 @@ def _watch(procs: Sequence[subprocess.Popen[bytes]], tracked: dict[int, Any], *,
 
 def run_group(children: Sequence[Child], *, launch_id: str, timeout_s: float,
               on_line: Callable[[int, str], None], fail_fast: bool = False,
-              grace_s: float = 3.0) -> GroupRun:
+              grace_s: float = 3.0, stacks: bool = True) -> GroupRun:
     """Start ``children``, relay their output, enforce the time limit, clean up everything.
 
     Each child starts in a new session with ``$ACCELKIT_LAUNCH_ID=launch_id`` added to its
     environment, stdin closed and stderr merged into stdout.  A reader thread per child
     queues its lines; ``on_line(child_index, line)`` is called on this thread.  Whatever the
     outcome (also KeyboardInterrupt), every process of the group is killed before returning.
+    Past the time limit, first every process that registered the stack signal gets it
+    (:func:`request_stacks`) and its dump is relayed for up to 2 s: the output then shows
+    where each one was stuck.
 
     Args:
         children: the commands.
@@ -395,6 +561,7 @@ def run_group(children: Sequence[Child], *, launch_id: str, timeout_s: float,
         on_line: called with each line (no newline), e.g. a :class:`RankedLines`.
         fail_fast: when one child exits non-zero, stop the others.
         grace_s: seconds between SIGTERM and SIGKILL in the clean-up.
+        stacks: on a timeout, ask for stack dumps before the kill.
 
     Returns:
         A :class:`GroupRun`.
@@ -410,6 +577,14 @@ def run_group(children: Sequence[Child], *, launch_id: str, timeout_s: float,
         run.timed_out = _watch(procs, tracked, lines=lines, on_line=on_line,
                                launch_id=launch_id, deadline=start + timeout_s,
                                fail_fast=fail_fast, grace_s=grace_s)
+        if run.timed_out and stacks:
+            run.stacks_requested = request_stacks(
+                [q for q in (process(p.pid) for p in procs) if q is not None]
+                + list(tracked.values()), launch_id)
+            if run.stacks_requested:
+                stop = time.perf_counter() + _STACK_WAIT_S
+                while time.perf_counter() < stop:
+                    _pump(lines, on_line, _POLL_S)
     finally:
         live = [q for q in (process(p.pid) for p in procs) if q is not None]
         run.killed = kill_all(live + list(tracked.values()), launch_id, grace_s)
@@ -503,21 +678,28 @@ def spawn_group(fn: Callable[..., Any], args: Sequence[Any] = (), *, nprocs: int
 
 __all__ = [
     "MARKER_ENV",
+    "STACK_SIGNAL",
     "Child",
+    "Frame",
     "GroupRun",
     "PortInUseError",
     "QUIET_LINE",
     "RankedLines",
     "SpawnRun",
     "child_env",
+    "catches_signal",
     "describe_exit",
     "free_port",
     "free_ports",
     "is_port_free",
     "kill_all",
+    "last_stack",
     "leftover_processes",
     "new_launch_id",
     "process",
+    "request_stacks",
     "run_group",
     "spawn_group",
+    "traceback_frames",
+    "where_waiting",
 ]

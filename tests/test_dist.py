@@ -169,3 +169,28 @@ def test_a_failing_rank_writes_torchruns_error_file(tmp_path):
     msg = json.loads(files[0].read_text())["message"]
     assert msg["message"] == "ValueError: rank 1 broke"
     assert "rank 1 broke" in proc.stderr  # torchrun's own report quotes the file
+
+
+def test_collective_timeout_comes_from_the_launcher_or_the_default(monkeypatch):
+    monkeypatch.delenv(dist.TIMEOUT_ENV, raising=False)
+    assert dist.collective_timeout_s() == dist.DEFAULT_TIMEOUT_S
+    monkeypatch.setenv(dist.TIMEOUT_ENV, "7.5")
+    assert dist.collective_timeout_s() == 7.5
+    for bad in ("0", "soon"):
+        monkeypatch.setenv(dist.TIMEOUT_ENV, bad)
+        with pytest.raises(ValueError, match=dist.TIMEOUT_ENV):
+            dist.collective_timeout_s()
+
+
+@pytest.mark.skipif(dist.STACK_SIGNAL is None, reason="no SIGUSR1 here")
+def test_enable_stack_dumps_registers_the_signal():
+    import faulthandler
+
+    from accelkit import procs
+
+    try:
+        assert dist.enable_stack_dumps()
+        if sys.platform.startswith("linux"):
+            assert procs.catches_signal(os.getpid(), dist.STACK_SIGNAL)
+    finally:
+        faulthandler.unregister(dist.STACK_SIGNAL)

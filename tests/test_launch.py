@@ -374,3 +374,52 @@ def test_worker_plan_torchrun_passes_its_nproc_and_env(monkeypatch):
                     "timeout_s": 5}
     plan.torchrun("w.py", nproc=1, env={"X": "1"})
     assert seen["nproc"] == 1 and seen["env"] == {"CUDA_VISIBLE_DEVICES": "", "X": "1"}
+
+
+# ----------------------------------------------------------------------------- stuck collectives
+# The issue's bar: the stuck ranks and their collectives are reported within 45 s.
+REPORT_S = 45
+
+
+@pytest.mark.slow
+def test_uneven_inputs_name_each_stuck_rank_and_its_collective_at_the_collective_timeout():
+    t0 = time.perf_counter()
+    with pytest.raises(launch.LaunchError) as info:
+        launch.torchrun(scripts.worker_script("uneven_inputs.py"), ["--split", "by_hand"],
+                        nproc=2, timeout_s=60, collective_timeout_s=3, stream=False,
+                        env={"CUDA_VISIBLE_DEVICES": ""})
+    took = time.perf_counter() - t0
+    res, msg = info.value.result, str(info.value)
+    assert took < REPORT_S and not res.timed_out  # the workers' timeout, not the launcher's
+    assert "Timed out waiting 3000ms" in msg
+    where = res.where()
+    assert where[0].startswith("backward (torch/_tensor.py") and "uneven_inputs.py" in where[0]
+    assert where[1].startswith("barrier (torch/distributed/distributed_c10d.py")
+    assert "in teardown" in where[1]
+    assert f"rank 0: {where[0]}" in msg and f"rank 1: {where[1]}" in msg
+    _no_leftovers(res)
+
+
+@pytest.mark.slow
+def test_a_launch_timeout_shows_each_ranks_stack_from_faulthandler():
+    # collectives wait 120 s: the launcher's 30 s limit comes first and asks for the stacks
+    # (30 s: a loaded 2-core machine needs ~20 s to start both workers and reach the hang)
+    t0 = time.perf_counter()
+    res = launch.torchrun(scripts.worker_script("uneven_inputs.py"), ["--split", "by_hand"],
+                          nproc=2, timeout_s=30, collective_timeout_s=120, stream=False,
+                          check=False, env={"CUDA_VISIBLE_DEVICES": ""})
+    took = time.perf_counter() - t0
+    assert res.timed_out and took < REPORT_S
+    assert set(res.stacks) == {0, 1}
+    where = res.where()
+    assert where[0].startswith("backward (") and where[1].startswith("barrier (")
+    summary = res.summary()
+    assert summary.startswith("TIMEOUT: the run passed its time limit of 30 s")
+    assert "where each rank was (its Python stack when the time limit came" in summary
+    assert f"rank 1: {where[1]}" in summary
+    _no_leftovers(res)
+
+
+def test_collective_timeout_is_validated(ok_worker):
+    with pytest.raises(ValueError, match="collective_timeout_s"):
+        launch.torchrun(ok_worker, collective_timeout_s=0)

@@ -22,7 +22,9 @@ REQUIRED = {
                            "fusion.conv_bn_max_abs_err"],
     "04_distributed_data_parallel": ["ddp.replica_max_abs_diff", "ddp.vs_single_max_abs_err",
                                      "ddp.scaling_efficiency", "ddp.allreduce_predicted_s",
-                                     "ddp.allreduce_measured_s"],
+                                     "ddp.allreduce_measured_s", "ddp.solo_step_s",
+                                     "ddp.one_bucket_vs_default_speedup",
+                                     "ddp.grad_copy_saved_bytes", "ddp.uneven_hang_report_s"],
     "05_tpu": ["tpu.replicas", "tpu.xla_first_call_s", "tpu.xla_steady_call_s",
                "tpu.recompiles_on_new_shape"],
 }

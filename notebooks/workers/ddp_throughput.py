@@ -6,23 +6,36 @@ timed with each thread count), then
 thread per process).  Under torchrun it also measures the gradient all-reduce: the ring
 model fitted on other buffer sizes predicts it, then it is timed, and the DDP step is
 timed once more under ``no_sync`` (no all-reduce): the difference is the communication
-time DDP could not hide behind the backward pass.
+time DDP could not hide behind the backward pass.  The baseline is measured the same way:
+rank 0 times the plain model on its own per-rank batch, under torchrun, while the other
+ranks wait (``solo_step_s``).  Finally it times a deeper model's DDP step with different
+gradient buckets (``bucket_cap_mb`` tiny / default / one bucket, and
+``gradient_as_bucket_view=True``), interleaved, and records the bucket sizes DDP built.
 """
 
 import argparse
 from collections.abc import Callable
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import accelkit as ak
 
 
-def build_model(width: int) -> nn.Sequential:
+def build_model(width: int, hidden: int = 1) -> nn.Sequential:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
-                         nn.Linear(width, 10))
+    layers: list[nn.Module] = [nn.Linear(64, width), nn.ReLU()]
+    for _ in range(hidden):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(width, 10))
+
+
+#: DDP variants of the bucket experiment: name -> DDP keyword arguments.
+BUCKETS = {"tiny (0.1 MB)": {"bucket_cap_mb": 0.1}, "default (25 MB)": {},
+           "one bucket": {"bucket_cap_mb": 1000},
+           "default + gradient_as_bucket_view": {"gradient_as_bucket_view": True}}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -32,6 +45,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1], help="single process only")
     ap.add_argument("--number", type=int, default=3, help="steps per timed block")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--bucket-width", type=int, default=512, help="bucket experiment's width")
+    ap.add_argument("--bucket-hidden", type=int, default=4, help="its hidden layers")
+    ap.add_argument("--bucket-repeats", type=int, default=8, help="its interleaved rounds")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)  # argv: None = the command line
     with ak.dist.session() as info:  # the group is torn down even when run() raises
@@ -79,17 +95,77 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         opt.zero_grad()
 
     local_s = timed(local_step, threads)
+    solo_s = solo_step(args, x, y, info)
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     cost = ak.dist.allreduce_vs_model(grad_bytes)  # 9 interleaved blocks per size
     result.update({
         "threads_per_process": threads, "samples_per_s": args.batch / step_s,
-        "step_s": step_s, "step_no_sync_s": local_s, "grad_bytes": grad_bytes, **cost,
+        "step_s": step_s, "step_no_sync_s": local_s, "solo_step_s": solo_s,
+        "grad_bytes": grad_bytes, **cost, "buckets": bucket_experiment(args, x, y),
     })
     ak.dist.save_json(result, args.out)
     ak.dist.print0(f"{world} processes x {threads} thread(s): {args.batch / step_s:,.0f} "
                    f"samples/s; all-reduce of {grad_bytes / 1e6:.2f} MB: predicted "
                    f"{cost['allreduce_predicted_s'] * 1e3:.2f} ms, measured "
                    f"{cost['allreduce_measured_s'] * 1e3:.2f} ms")
+
+
+def solo_step(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor,
+              info: ak.dist.RankInfo) -> float:
+    """Median seconds of the plain model's step on this rank's batch, rank 0 alone.
+
+    The baseline measured the way the ranks run: same script, launcher, thread count and
+    per-rank batch; the other ranks wait in a barrier (blocked, not computing) meanwhile.
+    """
+    from torch.utils.benchmark import Timer
+
+    times = []
+    if info.rank == 0:
+        plain = build_model(args.width).to(info.device)
+        opt = torch.optim.SGD(plain.parameters(), lr=1e-3)
+
+        def step() -> None:
+            nn.functional.cross_entropy(plain(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+
+        for _ in range(2):
+            step()
+        timer = Timer(stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads())
+        times = [timer.timeit(args.number).mean for _ in range(args.repeats)]
+    solo = torch.tensor([sorted(times)[len(times) // 2] if times else 0.0], dtype=torch.float64)
+    dist.broadcast(solo, src=0)  # the others wait here while rank 0 times
+    return float(solo.item())
+
+
+# region buckets
+def bucket_experiment(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor) -> dict:
+    """Time one DDP step per bucket variant, the variants interleaved, and describe buckets."""
+    models = {name: DDP(build_model(args.bucket_width, args.bucket_hidden), **kw)
+              for name, kw in BUCKETS.items()}
+    opts = {name: torch.optim.SGD(m.parameters(), lr=1e-3) for name, m in models.items()}
+
+    def step(name: str) -> None:
+        nn.functional.cross_entropy(models[name](x), y).backward()  # buckets all-reduce here
+        opts[name].step()
+        opts[name].zero_grad(set_to_none=False)  # keep .grad (a view, with bucket views)
+
+    times: dict[str, list[float]] = {name: [] for name in models}
+    for r in range(args.bucket_repeats):  # round r: every variant once, in turn
+        for name in models:
+            t = ak.dist.time_collective(lambda n=name: step(n), number=args.number, repeats=1,
+                                        warmup=3 if r == 0 else 0)
+            times[name] += t.times_s
+    out = {}
+    for name, m in models.items():
+        buckets = [b.buffer() for b in m.reducer._get_zeros_like_grad_buckets()]
+        storages = {p.grad.untyped_storage().data_ptr(): p.grad.untyped_storage().nbytes()
+                    for p in m.parameters()}
+        out[name] = {"times_s": times[name], "bucket_bytes": [b.numel() * b.element_size()
+                                                              for b in buckets],
+                     "grad_storages": len(storages), "grad_storage_bytes": sum(storages.values())}
+    return out
+# endregion
 
 
 if __name__ == "__main__":
