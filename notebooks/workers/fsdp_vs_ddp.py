@@ -129,9 +129,16 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
 
     ddp = DDP(build_model(args.width).to(info.device))
     ddp_losses, ddp_mem = train(ddp, batches, args.steps, args.lr)
-    log = ddp._get_ddp_logging_data()  # DDP's own record: its buckets after the first steps
-    buckets = {"sizes_bytes": [int(b) for b in str(log.get("bucket_sizes", "")).split(",") if b],
-               "cap_bytes": log.get("bucket_cap_bytes"), "rebuilt": log.get("has_rebuilt_buckets")}
+    log = ddp._get_ddp_logging_data()  # DDP's own record of its buckets
+
+    def ints(key: str) -> list:
+        return [int(v) for v in str(log.get(key, "")).replace(",", " ").split()]
+
+    buckets = {"initial_bytes": ints("bucket_sizes"), "cap_bytes": log.get("bucket_cap_bytes"),
+               "rebuilt_bytes": ints("rebuilt_bucket_sizes"),      # after the first step
+               "rebuilt_params": [[int(i) for i in b.split()] for b in
+                                  str(log.get("rebuilt_per_bucket_param_indices", "")).split(",")
+                                  if b.strip()]}
 
     # region fsdp
     mesh = init_device_mesh(info.device.type, (world,))
