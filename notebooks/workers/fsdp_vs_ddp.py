@@ -69,9 +69,11 @@ def peak_run(kind: str, width: int, batches: list, device: torch.device, mesh) -
         if kind == "fsdp":
             model = shard(model, mesh)
         else:
-            model = DDP(model, gradient_as_bucket_view=kind == "ddp_bucket_view")
+            # init_sync=False: the ranks built the same weights (same seed), and the
+            # broadcast's buffer is freed on gloo's thread, which the CPU profiler misses
+            model = DDP(model, gradient_as_bucket_view=kind == "ddp_bucket_view", init_sync=False)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)  # same temporaries on CPU and GPU
-        for x, y in batches[:2]:
+        for x, y in batches[:2]:           # the 2nd step: Adam's states exist all step long
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
             opt.zero_grad()
@@ -159,8 +161,12 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         del ddp, model
         dist.barrier()
         gc.collect()
-        extra["peak_bytes"] = {k: peak_run(k, args.width, batches, info.device, mesh)
-                               for k in ("ddp", "ddp_bucket_view", "fsdp")}
+        # each run 3 times: on the CPU a tensor freed on gloo's thread is missed by the
+        # profiler, which can only make a peak look higher, so the smallest is the estimate
+        runs = {k: [peak_run(k, args.width, batches, info.device, mesh) for _ in range(3)]
+                for k in ("ddp", "ddp_bucket_view", "fsdp")}
+        extra["peak_bytes"] = {k: min(v) for k, v in runs.items()}
+        extra["peak_bytes_runs"] = runs
         extra["local_batch"] = len(batches[0][1])
         extra["largest_param"] = max(p.numel() for p in build_model(args.width).parameters())
         for order in ("wrong", "right"):
