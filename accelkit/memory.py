@@ -1,8 +1,10 @@
 """Training memory: the per-device model (DP, ZeRO-1/2/3/FSDP, TP, PP) and its measurements.
 
 This module owns both the memory *model* (:func:`per_device`, :func:`table`,
-:func:`markdown`, :func:`mlp_activation_bytes`) and the memory *measurements*:
+:func:`markdown`, :func:`mlp_activation_bytes`, and the peak of a step under DDP or FSDP,
+:func:`peak_per_device`) and the memory *measurements*:
 :func:`measured` (parameter, gradient and optimizer bytes of a real model),
+:func:`measured_peak_bytes` (the peak of any work, on the CPU from the profiler's memory events),
 :func:`saved_activation_bytes` (the bytes autograd saves for the backward pass, exact on any
 device), :func:`peak_memory_bytes` (the CUDA allocator's peak) and
 :func:`tf_peak_memory_bytes` (TensorFlow's GPU peak).  Elsewhere: Keras activation bytes from
