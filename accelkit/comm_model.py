@@ -5,7 +5,9 @@ A ring all-reduce of ``S`` bytes over ``N`` ranks costs ``T = latency + 2 (N-1)/
 that describes a link for any ``N``.  :func:`ring_allreduce_s` predicts ``T``,
 :func:`fit_allreduce` fits ``latency`` and ``B`` to measured times, :func:`bus_bandwidth_gbps`
 turns one measured time into ``B``, and :func:`fit_and_predict` chains the fit and the
-prediction the way the workers of notebooks 01 and 04 use them.
+prediction the way the workers of notebooks 01 and 04 use them.  :func:`fit_two_regime` fits
+the two terms where each one dominates — the latency on small buffers, the bandwidth on large
+ones — and returns a :class:`RingFit` that also knows its crossover size.
 
 This module is pure arithmetic: no torch, no process group, safe to call in a notebook.
 Elsewhere: *measuring* all-reduce times is a collective and lives with the code that runs
@@ -157,10 +159,90 @@ def fit_and_predict(sizes_bytes: Sequence[float], seconds: Sequence[float], worl
                           ring_allreduce_s(nbytes, world_size, bus, latency))
 
 
+@dataclass(frozen=True)
+class RingFit:
+    """A fitted ring model ``T(S) = latency + 2 (N-1)/N * S / B``, and what follows from it.
+
+    Attributes:
+        latency_s: fixed cost per all-reduce, seconds.
+        bus_gbps: bus bandwidth B, GB/s.
+        world_size: ranks N, >= 2.
+    """
+
+    latency_s: float
+    bus_gbps: float
+    world_size: int
+
+    def predict_s(self, nbytes: float) -> float:
+        """Predicted seconds per all-reduce of ``nbytes`` (:func:`ring_allreduce_s`)."""
+        return ring_allreduce_s(nbytes, self.world_size, self.bus_gbps, self.latency_s)
+
+    @property
+    def crossover_bytes(self) -> float:
+        """The buffer size at which the bandwidth term equals the latency, bytes.
+
+        Below it the fixed cost is most of the time, above it the bytes are:
+        ``S* = latency * B / (2 (N-1)/N)``.
+        """
+        return self.latency_s * self.bus_gbps * 1e9 / (2 * (self.world_size - 1) / self.world_size)
+
+    def time_ratio(self, nbytes: float, scale: float = 0.5) -> float:
+        """``T(scale * nbytes) / T(nbytes)``: e.g. what halving the bytes does to the time."""
+        return self.predict_s(scale * nbytes) / self.predict_s(nbytes)
+
+
+def fit_two_regime(sizes_bytes: Sequence[float], seconds: Sequence[float], world_size: int,
+                   *, small_max_bytes: float, large_min_bytes: float) -> RingFit:
+    """Fit the latency on small buffers and the bandwidth on large ones.
+
+    A plain least-squares fit over all sizes (:func:`fit_allreduce`) lets the large buffers
+    set the intercept too, and a transport's large-message offset (chunking, a protocol
+    switch) is not the cost of a small message.  Here the bandwidth is the least-squares
+    slope over the sizes ``>= large_min_bytes``, and the latency the median over the sizes
+    ``<= small_max_bytes`` of ``t - 2 (N-1)/N * S / B`` (their time less the little their
+    bytes take at that bandwidth), clipped at 0.  Sizes in between are not used: keep some
+    there to test the fit on.
+
+    Args:
+        sizes_bytes: buffer sizes, bytes.
+        seconds: measured seconds per all-reduce, one per size (e.g. medians), each > 0.
+        world_size: ranks N, >= 2.
+        small_max_bytes: largest size used for the latency (at least one size at or below).
+        large_min_bytes: smallest size used for the bandwidth (at least two different sizes
+            at or above), > ``small_max_bytes``.
+
+    Returns:
+        A :class:`RingFit`.
+
+    Raises:
+        ValueError: for mismatched lengths, too few sizes in a regime, overlapping
+            regimes, and as :func:`fit_allreduce`.
+
+    Example: ``fit = fit_two_regime(sizes, medians, 2, small_max_bytes=16384, large_min_bytes=4 << 20)``
+    """
+    if len(sizes_bytes) != len(seconds):
+        raise ValueError("need one time per size")
+    if not large_min_bytes > small_max_bytes:
+        raise ValueError(f"large_min_bytes ({large_min_bytes}) must exceed small_max_bytes "
+                         f"({small_max_bytes})")
+    small = [(s, t) for s, t in zip(sizes_bytes, seconds) if s <= small_max_bytes]
+    large = [(s, t) for s, t in zip(sizes_bytes, seconds) if s >= large_min_bytes]
+    if not small:
+        raise ValueError(f"no size <= {small_max_bytes} bytes to fit the latency on")
+    _, bus = fit_allreduce([s for s, _ in large], [t for _, t in large], world_size)
+    f = 2 * (world_size - 1) / world_size
+    rest = sorted(t - f * s / (bus * 1e9) for s, t in small)
+    mid = len(rest) // 2
+    latency = rest[mid] if len(rest) % 2 else (rest[mid - 1] + rest[mid]) / 2
+    return RingFit(max(0.0, latency), bus, world_size)
+
+
 __all__ = [
+    "RingFit",
     "RingPrediction",
     "bus_bandwidth_gbps",
     "fit_allreduce",
     "fit_and_predict",
+    "fit_two_regime",
     "ring_allreduce_s",
 ]

@@ -1,8 +1,10 @@
 """Training memory: the per-device model (DP, ZeRO-1/2/3/FSDP, TP, PP) and its measurements.
 
 This module owns both the memory *model* (:func:`per_device`, :func:`table`,
-:func:`markdown`, :func:`mlp_activation_bytes`) and the memory *measurements*:
+:func:`markdown`, :func:`mlp_activation_bytes`, and the peak of a step under DDP or FSDP,
+:func:`peak_per_device`) and the memory *measurements*:
 :func:`measured` (parameter, gradient and optimizer bytes of a real model),
+:func:`measured_peak_bytes` (the peak of any work, on the CPU from the profiler's memory events),
 :func:`saved_activation_bytes` (the bytes autograd saves for the backward pass, exact on any
 device), :func:`peak_memory_bytes` (the CUDA allocator's peak) and
 :func:`tf_peak_memory_bytes` (TensorFlow's GPU peak).  Elsewhere: Keras activation bytes from
@@ -43,7 +45,10 @@ from a model and optimizer (local shards of DTensors included) to check the calc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,6 +310,158 @@ def peak_memory_bytes(fn: Callable[[], Any], device: Any) -> int | None:
     return int(torch.cuda.max_memory_allocated(device) - before)
 
 
+@dataclass(frozen=True)
+class PeakEstimate:
+    """The predicted peak bytes of one training step on one device, part by part.
+
+    Attributes:
+        steady: the :class:`MemoryEstimate` (parameters, gradients, optimizer states).
+        bucket_bytes: DDP's reducer buckets: a second copy of the gradients, 0 with
+            ``gradient_as_bucket_view=True`` (the gradients then *are* views into them).
+        gathered_bytes: ZeRO-3/FSDP's transient unit: the largest unit's full parameters
+            (all-gathered for forward/backward) and its full gradient (before the
+            reduce-scatter), 0 for the other strategies.
+        optimizer_temp_bytes: temporaries of the optimizer step (Adam, for-loop
+            implementation: two the size of the largest local parameter).
+        activations_bytes: activations saved for backward on this device.
+    """
+
+    steady: MemoryEstimate
+    bucket_bytes: float
+    gathered_bytes: float
+    optimizer_temp_bytes: float
+    activations_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        """The peak: what lives all step, plus the larger of the two transient phases.
+
+        Backward holds the activations (and FSDP's gathered unit); the optimizer step
+        holds its temporaries; they do not overlap, so the peak is the larger of the two.
+        """
+        s = self.steady
+        resident = s.params_bytes + s.grads_bytes + s.optimizer_bytes + self.bucket_bytes
+        return resident + max(self.activations_bytes + self.gathered_bytes,
+                              self.optimizer_temp_bytes)
+
+
+def peak_per_device(n_params: int, strategy: str, world_size: int, *,
+                    largest_param: int, bucket_view: bool = False, param_bytes: float = 4,
+                    optimizer: str = "adam", activation_bytes: float = 0.0) -> PeakEstimate:
+    """Predict the peak bytes of a training step under DDP (``"dp"``) or FSDP (``"zero3"``).
+
+    The steady state of :func:`per_device` plus what only lives for part of a step:
+    DDP's gradient buckets (``bucket_cap_mb`` each, a copy of every gradient unless
+    ``gradient_as_bucket_view=True``); FSDP's all-gathered unit and its unsharded gradient
+    (here the unit holding the largest parameter, ``fully_shard`` per layer); Adam's step
+    temporaries (``torch.optim.Adam(foreach=False)``: ``sqrt`` and the division each make a
+    tensor the size of the parameter being updated); activations saved for backward.
+    Not counted: the allocator's rounding and fragmentation, communication library
+    buffers, autograd's small temporaries.
+
+    Args:
+        n_params: parameters of the whole model, >= 1.
+        strategy: ``"dp"`` (DDP) or ``"zero3"`` (FSDP2 ``fully_shard`` per layer).
+        world_size: ranks N, >= 1.
+        largest_param: elements of the largest parameter tensor (and, per layer, of the
+            largest FSDP unit: the weight dominates it), >= 1.
+        bucket_view: DDP's ``gradient_as_bucket_view``.
+        param_bytes: bytes per parameter and per gradient.
+        optimizer: as :func:`per_device`; only ``"adam"``/``"adamw"`` have temporaries.
+        activation_bytes: activations saved for backward on this device (its local batch).
+
+    Returns:
+        A :class:`PeakEstimate`; ``.total_bytes`` is the predicted peak.
+
+    Raises:
+        ValueError: for a strategy other than ``"dp"``/``"zero3"``, ``largest_param < 1``,
+            and as :func:`per_device`.
+
+    Example: ``peak_per_device(1_126_410, "dp", 2, largest_param=1024 * 1024).total_bytes``
+    """
+    if strategy not in ("dp", "zero3"):
+        raise ValueError(f"peak_per_device models 'dp' and 'zero3', got {strategy!r}")
+    _check_int("largest_param", largest_param, 1)
+    steady = per_device(n_params, strategy, world_size, param_bytes=param_bytes,
+                        optimizer=optimizer)
+    sharded = strategy == "zero3"
+    bucket = 0.0 if sharded or bucket_view else steady.grads_bytes
+    gathered = 2 * largest_param * param_bytes if sharded and world_size > 1 else 0.0
+    local_largest = largest_param / world_size if sharded else largest_param
+    temp = 2 * local_largest * 4 if optimizer in ("adam", "adamw") else 0.0
+    return PeakEstimate(steady, bucket, gathered, temp, float(activation_bytes))
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send file descriptor 2 (C++ code's stderr too) to /dev/null inside the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def measured_peak_bytes(fn: Callable[[], Any], device: Any = "cpu") -> tuple[Any, int]:
+    """Run ``fn()`` and return its result and the peak bytes it allocated above the start.
+
+    CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus what
+    was allocated before.  CPU: no allocator keeps a peak, so this runs ``fn`` under
+    ``torch.profiler.profile(profile_memory=True)`` and adds up its allocation (+) and free
+    (-) events in time order; the highest running sum is the peak.  Build the model *inside*
+    ``fn`` so its parameters and DDP's buckets are counted.  The CPU profiler records only
+    events on threads it follows: a tensor freed on a communication thread (gloo's) is never
+    subtracted, so the CPU figure can only err high; and it counts the same tensors the
+    CUDA allocator would, before the allocator's rounding.
+
+    Args:
+        fn: the work to measure, e.g. building a model and training it two steps.
+        device: where ``fn`` allocates (``"cpu"`` or a CUDA device).
+
+    Returns:
+        ``(result, peak_bytes)``.
+
+    Example: ``_, peak = measured_peak_bytes(lambda: train(build(), 2))``
+    """
+    import torch
+
+    from accelkit import device as _dev
+
+    if _dev.device_type(device) == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        result = fn()
+        torch.cuda.synchronize(device)
+        return result, int(torch.cuda.max_memory_allocated(device) - before)
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():  # this build's Kineto prints a "USDT: profiler_start" line
+        prof.start()
+    try:
+        result = fn()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    # Kineto's raw events: "[memory]" ones carry the bytes allocated (+) or freed (-)
+    results: Any = prof.profiler.kineto_results if prof.profiler is not None else None
+    if results is None:
+        raise RuntimeError("the profiler recorded nothing: is another profiler running?")
+    events = sorted((e.start_ns(), e.nbytes()) for e in results.events()
+                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    level = peak = 0
+    for _, nbytes in events:
+        level += nbytes
+        peak = max(peak, level)
+    return result, int(peak)
+
+
 def tf_peak_memory_bytes(fn: Callable[[], Any], device: str = "GPU:0") -> int | None:
     """Return TensorFlow's peak memory on ``device`` while ``fn()`` runs, or None without a GPU.
 
@@ -327,10 +484,13 @@ __all__ = [
     "OPTIMIZER_STATE_BYTES",
     "STRATEGIES",
     "MemoryEstimate",
+    "PeakEstimate",
     "markdown",
     "measured",
+    "measured_peak_bytes",
     "mlp_activation_bytes",
     "peak_memory_bytes",
+    "peak_per_device",
     "per_device",
     "saved_activation_bytes",
     "table",

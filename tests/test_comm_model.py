@@ -36,3 +36,36 @@ def test_fit_and_predict_recovers_the_model_and_handles_one_rank():
     assert (alone.latency_s, alone.bus_gbps, alone.predicted_s) == (0.0, None, 0.0)
     with pytest.raises(ValueError, match="world_size"):
         cm.fit_and_predict(sizes, times, 0, 5e6)
+
+
+def test_two_regime_fit_takes_latency_from_small_and_bandwidth_from_large():
+    # small messages cost 0.45 ms; large ones follow 0.8 ms + S / (1 GB/s): one line through
+    # all of them would overestimate the small ones, the two-regime fit does not
+    small = [1024, 4096, 16384]
+    large = [4 << 20, 16 << 20]
+    times = [0.45e-3] * 3 + [0.8e-3 + s / 1e9 for s in large]
+    fit = cm.fit_two_regime(small + large, times, 2, small_max_bytes=16384,
+                            large_min_bytes=4 << 20)
+    assert fit.bus_gbps == pytest.approx(1.0)
+    assert fit.latency_s == pytest.approx(0.45e-3 - 4096 / 1e9)  # the median small size, less its bytes
+    assert fit.predict_s(1024) == pytest.approx(0.45e-3, rel=0.02)
+    one_lat, one_bus = cm.fit_allreduce(small + large, times, 2)  # one line through all
+    one_err = abs(cm.ring_allreduce_s(1024, 2, one_bus, one_lat) - 0.45e-3)
+    assert one_err > 5 * abs(fit.predict_s(1024) - 0.45e-3)
+    assert fit.crossover_bytes == pytest.approx(fit.latency_s * 1e9)
+    # halving the bytes of a 4.5 MB buffer: (α + S/2B) / (α + S/B), not 0.5
+    s = 4.5e6
+    assert fit.time_ratio(s) == pytest.approx((fit.latency_s + s / 2e9) / (fit.latency_s + s / 1e9))
+    assert 0.5 < fit.time_ratio(s) < 0.6
+
+
+def test_two_regime_fit_rejects_bad_regimes():
+    sizes, times = [1024, 1 << 20, 1 << 22], [1e-4, 1e-3, 4e-3]
+    with pytest.raises(ValueError, match="exceed"):
+        cm.fit_two_regime(sizes, times, 2, small_max_bytes=1 << 20, large_min_bytes=1024)
+    with pytest.raises(ValueError, match="latency"):
+        cm.fit_two_regime(sizes, times, 2, small_max_bytes=512, large_min_bytes=1 << 20)
+    with pytest.raises(ValueError):  # one large size: no slope
+        cm.fit_two_regime(sizes, times, 2, small_max_bytes=1024, large_min_bytes=1 << 22)
+    with pytest.raises(ValueError, match="one time per size"):
+        cm.fit_two_regime(sizes, times[:2], 2, small_max_bytes=1024, large_min_bytes=1 << 20)

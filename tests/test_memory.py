@@ -118,3 +118,53 @@ def test_peak_memory_is_none_off_cuda():
 def test_tf_peak_memory_is_none_without_a_gpu():
     peak = memory.tf_peak_memory_bytes(lambda: None, "GPU:0")
     assert peak is None or peak >= 0  # None without a GPU: TF reports no CPU peak
+
+
+def test_peak_per_device_adds_buckets_gathered_unit_and_optimizer_temporaries():
+    n, largest = 1_126_410, 1024 * 1024
+    ddp = memory.peak_per_device(n, "dp", 2, largest_param=largest, activation_bytes=1000)
+    view = memory.peak_per_device(n, "dp", 2, largest_param=largest, bucket_view=True,
+                                  activation_bytes=1000)
+    fsdp = memory.peak_per_device(n, "zero3", 2, largest_param=largest, activation_bytes=1000)
+    assert ddp.bucket_bytes == 4 * n and view.bucket_bytes == 0     # the copy of the gradients
+    assert ddp.total_bytes - view.total_bytes == 4 * n
+    # DDP: resident (params, grads, Adam, buckets) + the larger transient: Adam's two temps
+    assert ddp.total_bytes == pytest.approx(4 * n * 5 + 2 * 4 * largest)
+    # FSDP: 1/N of the resident + the gathered unit and its full gradient + activations
+    assert fsdp.gathered_bytes == 2 * 4 * largest
+    assert fsdp.total_bytes == pytest.approx(4 * n * 4 / 2 + 2 * 4 * largest + 1000)
+    with pytest.raises(ValueError, match="models"):
+        memory.peak_per_device(n, "tp", 2, largest_param=largest)
+    with pytest.raises(ValueError):
+        memory.peak_per_device(n, "dp", 2, largest_param=0)
+
+
+def test_measured_peak_bytes_on_cpu_sees_a_transient_tensor():
+    def work():
+        a = torch.empty(1 << 20)           # 4 MiB, then 8 MiB more for a moment
+        b = torch.empty(2 << 20)
+        del b
+        return a
+
+    a, peak = memory.measured_peak_bytes(work, "cpu")
+    assert a.numel() == 1 << 20
+    assert 12 << 20 <= peak < (12 << 20) + (1 << 16)   # the peak, not the 4 MiB that remain
+
+
+def test_measured_peak_bytes_matches_the_model_for_one_process_adam():
+    torch.manual_seed(0)
+
+    def work():
+        model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 10))
+        opt = torch.optim.Adam(model.parameters(), foreach=False)
+        x, y = torch.randn(8, 64), torch.randint(0, 10, (8,))
+        for _ in range(2):
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+
+    _, peak = memory.measured_peak_bytes(work, "cpu")
+    n = 64 * 512 + 512 + 512 * 10 + 10
+    # one process = DP with view buckets (no copy): params, grads, 2 Adam states, 2 temps
+    want = memory.peak_per_device(n, "dp", 1, largest_param=64 * 512, bucket_view=True)
+    assert peak == pytest.approx(want.total_bytes, rel=0.1)

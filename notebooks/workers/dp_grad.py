@@ -6,7 +6,9 @@ Run: ``torchrun --standalone --nproc-per-node=2 dp_grad.py --out dp.json``
 Every rank builds the same model (same seed) and takes its slice of one global batch.  Each
 computes the gradient of the mean loss over its slice; an all-reduce (sum) divided by the
 number of ranks gives the mean gradient, which must equal the full-batch gradient.  Then it
-measures what that all-reduce costs on this machine and compares it with the ring model.
+measures what that all-reduce costs on this machine and compares it with the ring model:
+the latency fitted on small buffers, the bandwidth on large ones, and predictions for sizes
+the fit did not see (held out), the gradient's among them.
 """
 
 import argparse
@@ -16,6 +18,10 @@ import torch.distributed as dist
 from torch import nn
 
 import accelkit as ak
+
+SMALL_BYTES = [1 << 10, 1 << 12, 1 << 14]       # 1, 4, 16 KiB: the latency is fitted here
+LARGE_BYTES = [1 << 22, 1 << 24]                # 4, 16 MiB: the bandwidth is fitted here
+HELD_OUT_BYTES = [1 << 16, 1 << 18, 1 << 25]    # 64 KiB, 256 KiB, 32 MiB (+ the gradient): tests
 
 
 def build_model(width: int) -> nn.Module:
@@ -62,10 +68,27 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     err = (grad - flat_grad(full)).abs().max().reshape(1)
     dist.all_reduce(err, op=dist.ReduceOp.MAX)
 
-    # Cost of that all-reduce: fit latency + bandwidth on other sizes (the ring model),
-    # predict the gradient's size, then time the gradient-sized all-reduce itself.
+    # Cost of that all-reduce: time buffers of many sizes (interleaved), fit the latency on
+    # the small ones and the bandwidth on the large ones, predict the rest (held out).
     grad_bytes = grad.numel() * grad.element_size()
-    cost = ak.dist.allreduce_vs_model(grad_bytes)  # 9 interleaved blocks per size
+    held_out = sorted({*HELD_OUT_BYTES, grad_bytes})
+    t = ak.dist.measure_allreduce(SMALL_BYTES + LARGE_BYTES + held_out)
+    fit_sizes = SMALL_BYTES + LARGE_BYTES
+    medians = [t[s].median_s for s in fit_sizes]
+    fit = ak.comm_model.fit_two_regime(fit_sizes, medians, world,
+                                       small_max_bytes=max(SMALL_BYTES),
+                                       large_min_bytes=min(LARGE_BYTES))
+    one_lat, one_bus = ak.comm_model.fit_allreduce(fit_sizes, medians, world)  # one line through all
+    cost = {"latency_s": fit.latency_s, "bus_gbps": fit.bus_gbps,
+            "crossover_bytes": fit.crossover_bytes, "halving_ratio": fit.time_ratio(grad_bytes),
+            "sizes_bytes": fit_sizes, "sizes_median_s": medians,
+            "small_bytes": SMALL_BYTES, "large_bytes": LARGE_BYTES,
+            "single_fit": {"latency_s": one_lat, "bus_gbps": one_bus},
+            "held_out": [{"bytes": s, "times_s": list(t[s].times_s),
+                          "predicted_s": fit.predict_s(s)} for s in held_out],
+            "allreduce_predicted_s": fit.predict_s(grad_bytes),
+            "allreduce_measured_s": t[grad_bytes].median_s,
+            "allreduce_times_s": list(t[grad_bytes].times_s)}
     ak.dist.save_json({
         "world_size": world, "backend": info.backend, "global_batch": args.batch,
         "n_params": grad.numel(), "grad_bytes": grad_bytes, "grad_max_abs_err": err.item(),

@@ -1,0 +1,40 @@
+"""Notebook 01's workers, run for real on 2 CPU ranks: the findings the notebook asserts."""
+
+import pytest
+
+from accelkit import launch, memory, scripts
+
+
+@pytest.mark.slow
+def test_fsdp_worker_peaks_match_the_model_and_the_wrong_order_does_not_train(tmp_path):
+    width = 512
+    r = launch.torchrun(scripts.worker_script("fsdp_vs_ddp.py"),
+                        ["--width", width, "--steps", 3, "--peak", "--order-steps", 3],
+                        nproc=2, timeout_s=180, stream=False, env={"CUDA_VISIBLE_DEVICES": ""},
+                        out=tmp_path / "fs.json").read_json()
+    act = memory.mlp_activation_bytes(r["local_batch"], [64, width, width, 10])
+    for kind, strategy, view in (("ddp", "dp", False), ("ddp_bucket_view", "dp", True),
+                                 ("fsdp", "zero3", False)):
+        want = memory.peak_per_device(r["n_params"], strategy, 2, largest_param=r["largest_param"],
+                                      bucket_view=view, activation_bytes=act).total_bytes
+        assert r["peak_bytes"][kind] == pytest.approx(want, rel=0.15), kind
+    # the bucket view saves the bucket copy of the gradients
+    saved = r["peak_bytes"]["ddp"] - r["peak_bytes"]["ddp_bucket_view"]
+    assert saved == pytest.approx(r["n_params"] * 4, rel=0.02)
+    wrong, right = r["order_wrong"], r["order_right"]
+    assert wrong["param_max_abs_change"] == 0.0 and len(set(wrong["losses"])) == 1
+    assert right["losses"][-1] < right["losses"][0] and right["param_max_abs_change"] > 0
+    assert len(r["ddp_buckets"]["rebuilt_bytes"]) >= 1
+
+
+@pytest.mark.slow
+def test_dp_worker_fits_two_regimes_and_holds_out_sizes(tmp_path):
+    r = launch.torchrun(scripts.worker_script("dp_grad.py"), ["--batch", 64, "--width", 256],
+                        nproc=2, timeout_s=180, stream=False, env={"CUDA_VISIBLE_DEVICES": ""},
+                        out=tmp_path / "dp.json").read_json()
+    assert r["grad_max_abs_err"] <= 1e-5
+    fitted = set(r["sizes_bytes"])
+    held = {h["bytes"] for h in r["held_out"]}
+    assert r["grad_bytes"] in held and not fitted & held   # the check predicts unseen sizes
+    assert r["latency_s"] >= 0 and r["bus_gbps"] > 0 and r["crossover_bytes"] > 0
+    assert 0.5 < r["halving_ratio"] < 1.0
