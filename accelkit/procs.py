@@ -299,7 +299,8 @@ def last_stack(log: str) -> list[Frame]:
 
     A dump (``faulthandler.dump_traceback(all_threads=True)``, or the stack signal) lists
     each Python thread, innermost frame first; the main thread is the one whose outermost
-    frame is ``<module>`` (else the first listed).  Source lines are filled in from the files.
+    frame is ``<module>`` (else the thread marked "Current thread", which received the stack
+    signal, else the first listed).  Source lines are filled in from the files.
 
     Returns:
         Its frames, innermost first; ``[]`` when ``log`` holds no dump.
@@ -311,8 +312,10 @@ def last_stack(log: str) -> list[Frame]:
     if not heads:
         return []
     blocks: list[list[Frame]] = []
+    current = -1  # the block faulthandler marks "Current thread" (the one that dumped)
     for s in lines[_dump_start(lines, heads):]:
         if _DUMP_HEAD.match(s.strip()):
+            current = len(blocks) if s.strip().startswith("Current thread") else current
             blocks.append([])
         elif (m := _FRAME.match(s)) and blocks:
             code = linecache.getline(m["file"], int(m["line"])).strip()
@@ -320,7 +323,7 @@ def last_stack(log: str) -> list[Frame]:
         elif s.strip() and blocks and blocks[-1]:
             break  # the dump ended: later output is not part of it
     main = [b for b in blocks if b and b[-1].func == "<module>"]
-    return main[0] if main else blocks[0]
+    return main[0] if main else blocks[max(current, 0)]
 
 
 def _dump_start(lines: Sequence[str], heads: Sequence[int]) -> int:

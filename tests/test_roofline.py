@@ -105,11 +105,13 @@ def test_measure_returns_positive_roofs(monkeypatch):
     assert all(v > 0 for v in roof.peak_tflops.values()) and roof.bandwidth_gbps > 0
     assert roof.device == "cpu" and roof.profile == "ci"
     labels = [t.label for t in roof.timings]
-    assert labels[0] == "matmul 1024 fp32" and labels[2].startswith("copy")
+    # 1024 on an idle machine; a loaded one sizes it down and says so in the label
+    assert labels[0].startswith("matmul ") and " fp32" in labels[0] and labels[2].startswith("copy")
     assert labels[1].startswith("matmul") and "bf16" in labels[1]
     copy = roof.timings[-1]
     assert copy.bytes_moved == 2 * 8 * roofline.MIB  # one read + one write
-    assert roof.timings[0].flops == 2 * 1024**3
+    n = int(labels[0].split()[1])
+    assert roof.timings[0].flops == 2 * n**3 and n in (128, 256, 512, 1024)
 
 
 def test_a_matmul_too_slow_for_the_time_is_measured_smaller_and_says_so():
