@@ -1,6 +1,7 @@
 """accelkit.fusion: byte accounting, predictions, graph recording, the no-compiler fallback."""
 
 import math
+import os
 
 import pytest
 import torch
@@ -113,3 +114,100 @@ def test_lazy_module_access():
     import accelkit
 
     assert accelkit.fusion is fusion and accelkit.precision.__name__ == "accelkit.precision"
+
+
+# ----------------------------------------------------------------------------- evidence helpers
+_HLO = """HloModule m, is_scheduled=true
+
+%fused_computation (param_0.2: f32[4,8], param_1.5: f32[8]) -> f32[4,8] {
+  %param_0.2 = f32[4,8]{1,0} parameter(0)
+  %param_1.5 = f32[8]{0} parameter(1)
+  %b = f32[4,8]{1,0} broadcast(%param_1.5), dimensions={1}
+  ROOT %add.0 = f32[4,8]{1,0} add(%param_0.2, %b)
+}
+
+ENTRY %main (arg0.1: f32[4,8], arg1.1: f32[8]) -> (f32[4,8], bf16[4,8]) {
+  %arg0.1 = f32[4,8]{1,0} parameter(0), metadata={op_name="XLA_Args"}
+  %arg1.1 = f32[8]{0} parameter(1), metadata={op_name="XLA_Args"}
+  %broadcast_add_fusion = f32[4,8]{1,0} fusion(%arg0.1, %arg1.1), kind=kLoop, calls=%fused_computation
+  %convert.1 = bf16[4,8]{1,0} convert(%broadcast_add_fusion)
+  ROOT %tuple = (f32[4,8]{1,0}, bf16[4,8]{1,0}) tuple(%broadcast_add_fusion, %convert.1)
+}
+"""
+
+
+def test_hlo_shape_bytes():
+    assert fusion.hlo_shape_bytes("f32[32768,1024]{1,0}") == 32768 * 1024 * 4
+    assert fusion.hlo_shape_bytes("(f32[4,2]{1,0}, bf16[8]{0})") == 48
+    assert fusion.hlo_shape_bytes("f32[]") == 4
+
+
+def test_hlo_fusions_counts_fusions_bytes_and_other_ops():
+    fusions, others = fusion.hlo_fusions(_HLO)
+    assert [(f.name, f.kind) for f in fusions] == [("broadcast_add_fusion", "kLoop")]
+    assert fusions[0].operand_bytes == 4 * 8 * 4 + 8 * 4  # x and the bias
+    assert fusions[0].result_bytes == 4 * 8 * 4
+    assert others == ["convert"]  # unfused work is reported, views and tuples are not
+    with pytest.raises(ValueError):
+        fusion.hlo_fusions("HloModule m\n")
+
+
+def test_compile_record_reads_the_cache_state():
+    assert fusion._cache_state({"fxgraph_cache_hit": 1}, "fxgraph_cache") == "hit"
+    assert fusion._cache_state({"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 1},
+                               "fxgraph_cache") == "miss"
+    assert fusion._cache_state({}, "fxgraph_cache") == ""
+    assert fusion.CompileRecord(1.0, "hit", "hit").warm
+    assert "cold" in str(fusion.CompileRecord(1.0, "miss", "miss"))
+
+
+@pytest.mark.slow
+def test_cold_and_warm_compile_in_a_fresh_cache(tmp_path):
+    def fn(t):
+        return torch.relu(t + 1) * 0.5
+
+    cold, warm = fusion.cold_and_warm(fn, torch.randn(16), root=str(tmp_path))
+    assert (cold.fx_graph, warm.fx_graph) == ("miss", "hit")
+    # the fresh folder is gone from the environment (Inductor may have set its default meanwhile)
+    assert not os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").startswith(str(tmp_path))
+
+
+@pytest.mark.slow
+def test_trace_tf_and_xla_hlo_of_a_chain(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+
+    def chain(t):
+        return tf.nn.relu(t + 1.0) * 0.5
+
+    x = tf.random.normal((1024, 1024))  # large enough for the allocator to log allocations
+    graph = tf.function(chain)
+    graph(x)
+    trace = fusion.trace_tf(lambda: graph(x), root=str(tmp_path))
+    assert trace.op_types == ["AddV2", "Relu", "Mul"]  # one kernel per op, no fusion
+    assert 1 <= trace.allocations <= 3  # relu and mul may write into their input's buffer
+    text = tf.function(chain, jit_compile=True).experimental_get_compiler_ir(x)(
+        stage="optimized_hlo")
+    fusions, others = fusion.hlo_fusions(text)
+    assert len(fusions) == 1 and not others
+    assert fusions[0].bytes == 2 * 1024 * 1024 * 4
+
+
+@pytest.mark.slow
+def test_fx_fuse_folds_conv_bn_and_freezing_folds_in_inductor():
+    """What notebook 03 teaches instead of torch.ao.quantization.fuse_modules."""
+    import torch.fx.experimental.optimization as fx_opt
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4),
+                              torch.nn.ReLU()).eval()
+    torch.nn.init.uniform_(net[1].running_var, 0.5, 2)
+    x = torch.randn(2, 3, 8, 8)
+    folded = fx_opt.fuse(net)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    torch.testing.assert_close(folded(x), net(x), rtol=1e-4, atol=1e-5)
+    before = counters["inductor"]["binary_folding_conv"]
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(freezing=True), torch.no_grad():
+        torch.testing.assert_close(torch.compile(net)(x), net(x), rtol=1e-4, atol=1e-5)
+    assert counters["inductor"]["binary_folding_conv"] > before
