@@ -10,9 +10,9 @@ the two terms where each one dominates — the latency on small buffers, the ban
 ones — and returns a :class:`RingFit` that also knows its crossover size.
 
 This module is pure arithmetic: no torch, no process group, safe to call in a notebook.
-Elsewhere: *measuring* all-reduce times is a collective and lives with the code that runs
-inside workers (:func:`accelkit.dist.measure_allreduce`, and
-:func:`accelkit.dist.allreduce_vs_model` for measure -> fit -> predict); the memory each
+Elsewhere: *measuring* all-reduce times is a collective that runs inside workers and lives
+in :mod:`accelkit.comm_bench` (:func:`accelkit.comm_bench.measure_allreduce`, and
+:func:`accelkit.comm_bench.allreduce_vs_model` for measure -> fit -> predict); the memory each
 strategy needs is :mod:`accelkit.memory`; compute time is :mod:`accelkit.roofline`.
 """
 

@@ -15,9 +15,11 @@ Typical worker::
     # torn down here, also when the body raised (then recorded for torchrun: session())
 
 This module owns the code that runs inside a worker: rank and backend, setup/teardown,
-collective timing (:func:`time_collective`, :func:`measure_allreduce`,
-:func:`allreduce_vs_model`), rank-0 output.  Elsewhere: the pure all-reduce cost model
-(predict, fit, bus bandwidth) in :mod:`accelkit.comm_model`; starting workers (torchrun,
+the device collectives need (:func:`comm_device`), rank-0 output, the replica check.
+Elsewhere: timing collectives (:func:`accelkit.comm_bench.time_collective`,
+:func:`accelkit.comm_bench.measure_allreduce`, :func:`accelkit.comm_bench.allreduce_vs_model`)
+in :mod:`accelkit.comm_bench`; the pure all-reduce cost model (predict, fit, bus bandwidth)
+in :mod:`accelkit.comm_model`; starting workers (torchrun,
 ``TF_CONFIG``) and reading their results in :mod:`accelkit.launch`; single-process timing
 statistics in :mod:`accelkit.bench`; TensorFlow strategies in :mod:`accelkit.strategy`.
 It never imports IPython or matplotlib (it runs in worker processes).
@@ -32,19 +34,12 @@ import json
 import os
 import signal
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any
-
-from accelkit import comm_model
-from accelkit.bench import Timing
-
-#: Buffer sizes the workers fit the ring model on: 4 KiB .. 16 MiB, bytes.
-FIT_SIZES_BYTES: tuple[int, ...] = tuple(4**k for k in (6, 8, 10, 11, 12))
 
 #: How long a collective waits for the other ranks by default, seconds (torch's own default
 #: is 30 minutes for gloo and 10 for NCCL: a hang would look like a slow run).
@@ -98,7 +93,7 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
 
 
-def _has_group() -> bool:
+def has_group() -> bool:
     """True when this process belongs to an initialised ``torch.distributed`` process group."""
     import torch.distributed as dist
 
@@ -169,7 +164,7 @@ def rank_info() -> RankInfo:
     world = _env_int("WORLD_SIZE", 1)
     if not 0 <= rank < world:
         raise ValueError(f"RANK={rank} must be in 0..WORLD_SIZE-1 (WORLD_SIZE={world})")
-    backend = dist.get_backend() if _has_group() else ""
+    backend = dist.get_backend() if has_group() else ""
     try:
         dev = device_for()
     except ValueError:  # LOCAL_RANK beyond the GPUs: setup() raises and says why
@@ -255,7 +250,7 @@ def setup(backend: str | None = None, *, timeout_s: float | None = None,
                          "use backend=None (gloo on a CPU)")
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
-    if is_launched() and not _has_group():
+    if is_launched() and not has_group():
         enable_stack_dumps()
         kwargs: dict[str, Any] = {"backend": chosen, "timeout": timedelta(seconds=timeout_s)}
         if dev.type == "cuda":
@@ -285,7 +280,7 @@ def teardown(barrier: bool = True) -> None:
     """
     import torch.distributed as dist
 
-    if _has_group():
+    if has_group():
         if barrier:
             dist.barrier()
         dist.destroy_process_group()
@@ -349,14 +344,14 @@ def get_rank() -> int:
     """Global rank (0 without a process group)."""
     import torch.distributed as dist
 
-    return dist.get_rank() if _has_group() else _env_int("RANK", 0)
+    return dist.get_rank() if has_group() else _env_int("RANK", 0)
 
 
 def get_world_size() -> int:
     """World size (1 without a process group)."""
     import torch.distributed as dist
 
-    return dist.get_world_size() if _has_group() else _env_int("WORLD_SIZE", 1)
+    return dist.get_world_size() if has_group() else _env_int("WORLD_SIZE", 1)
 
 
 def is_main() -> bool:
@@ -375,7 +370,7 @@ def barrier() -> None:
     """Wait for every rank (no-op without a process group)."""
     import torch.distributed as dist
 
-    if _has_group():
+    if has_group():
         dist.barrier()
 
 
@@ -404,133 +399,7 @@ def save_json(obj: dict[str, Any], path: str | os.PathLike[str], *, all_ranks: b
     tmp.replace(p)
 
 
-def time_collective(fn: Callable[[], Any], *, number: int = 10, repeats: int = 5,
-                    warmup: int = 3, label: str = "", nbytes: float | None = None) -> Timing:
-    """Time a collective (or any step that must run in lockstep) on every rank.
-
-    ``ak.bench.measure`` chooses its repeat count adaptively, which a collective cannot
-    allow: each rank might pick a different count and the group would deadlock.  Here
-    every rank runs exactly ``warmup + number * repeats`` calls
-    (``torch.utils.benchmark.Timer.timeit(number)`` per block, ``repeats`` blocks) after a
-    barrier, and each block's time is the slowest rank's (a collective ends when its last
-    rank does).
-
-    Args:
-        fn: the call to time, e.g. ``lambda: dist.all_reduce(buf)``.
-        number: calls per timed block, >= 1.
-        repeats: timed blocks, >= 1.
-        warmup: untimed calls first, >= 0.
-        label: a name for tables.
-        nbytes: bytes per call (for ``Timing.gbps``).
-
-    Returns:
-        A :class:`accelkit.bench.Timing` with seconds per call, identical on every rank.
-
-    Raises:
-        ValueError: for ``number < 1``, ``repeats < 1`` or ``warmup < 0``.
-    """
-    import torch
-    import torch.distributed as dist
-    from torch.utils.benchmark import Timer
-
-    if number < 1 or repeats < 1 or warmup < 0:
-        raise ValueError(f"need number >= 1, repeats >= 1, warmup >= 0; got {number}, "
-                         f"{repeats}, {warmup}")
-    for _ in range(warmup):
-        fn()
-    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    times = []
-    for _ in range(repeats):
-        barrier()
-        times.append(timer.timeit(number).mean)
-    t = torch.tensor(times, dtype=torch.float64)
-    if _has_group():
-        t = t.to(_comm_device())
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return Timing(label or "collective", tuple(t.cpu().tolist()), bytes_moved=nbytes,
-                  threads=torch.get_num_threads(), device=str(device_for()))
-
-
-def measure_allreduce(sizes_bytes: Sequence[int], *, repeats: int = 9, max_number: int = 20,
-                      block_bytes: float = 32e6, warmup: int = 2) -> dict[int, Timing]:
-    """Time ``all_reduce`` (sum, float32) of buffers of several sizes, interleaved.
-
-    Each repeat times one block per size, in turn, so a slow moment of a shared machine
-    hits all sizes alike (a ratio or a fit across sizes stays fair).  The calls per block are
-    ``min(max_number, block_bytes / size)`` (at least 1): the same on every rank.  Call on
-    every rank (it is a collective).
-
-    Args:
-        sizes_bytes: buffer sizes, bytes, each >= 4 (one float32).
-        repeats: timed blocks per size, >= 1.
-        max_number: most calls per block, >= 1.
-        block_bytes: bytes all-reduced per block, roughly, > 0.
-        warmup: untimed calls per size first.
-
-    Returns:
-        ``{size: Timing}`` (seconds per all-reduce, the slowest rank's).
-
-    Raises:
-        ValueError: for a size < 4 bytes, ``repeats < 1`` or ``max_number < 1``.
-        RuntimeError: without a process group (run under torchrun, after :func:`setup`).
-    """
-    import torch
-    import torch.distributed as dist
-
-    if any(s < 4 for s in sizes_bytes) or repeats < 1 or max_number < 1 or block_bytes <= 0:
-        raise ValueError("need sizes >= 4 bytes, repeats >= 1, max_number >= 1, block_bytes > 0")
-    if not _has_group():
-        raise RuntimeError("measure_allreduce needs a process group: run the script under "
-                           "torchrun and call ak.dist.setup() first")
-    dev = _comm_device()
-    bufs = {s: torch.ones(s // 4, device=dev) for s in sizes_bytes}
-    times: dict[int, list[float]] = {s: [] for s in sizes_bytes}
-    for _ in range(repeats):
-        for s, buf in bufs.items():
-            number = max(1, min(max_number, int(block_bytes // s)))
-            t = time_collective(partial(dist.all_reduce, buf), number=number, repeats=1,
-                                warmup=warmup if not times[s] else 0)
-            times[s].extend(t.times_s)
-    return {s: Timing(f"all_reduce {s} B", tuple(v), bytes_moved=s, device=str(dev))
-            for s, v in times.items()}
-
-
-def allreduce_vs_model(nbytes: int,
-                       sizes_bytes: Sequence[int] = FIT_SIZES_BYTES) -> dict[str, Any]:
-    """Measure all-reduces, fit the ring model on ``sizes_bytes``, predict ``nbytes``, compare.
-
-    The sequence of notebooks 01 and 04: :func:`measure_allreduce` of ``sizes_bytes`` and
-    ``nbytes`` together (interleaved, 9 blocks per size), then
-    :func:`accelkit.comm_model.fit_and_predict` on the medians of ``sizes_bytes`` only, so the
-    prediction for ``nbytes`` is made without its own measurement.  Collective: call on
-    every rank, after :func:`setup`.
-
-    Args:
-        nbytes: the buffer to predict and measure, bytes, >= 4 (e.g. the gradient's size).
-        sizes_bytes: the sizes to fit on, bytes, >= 4 each, at least two different ones
-            (default :data:`FIT_SIZES_BYTES`).
-
-    Returns:
-        A JSON-ready dict, the same on every rank: ``latency_s`` (s), ``bus_gbps`` (GB/s;
-        None with one rank), ``sizes_bytes``, ``sizes_median_s`` (s, the points fitted), and
-        for ``nbytes`` ``allreduce_predicted_s`` (0.0 with one rank), ``allreduce_measured_s``
-        (median) and ``allreduce_times_s`` (every block), seconds per all-reduce.
-
-    Raises:
-        ValueError: as :func:`measure_allreduce` and :func:`accelkit.comm_model.fit_allreduce`.
-        RuntimeError: without a process group.
-    """
-    sizes = list(sizes_bytes)
-    t = measure_allreduce(sizes + [nbytes])
-    medians = [t[s].median_s for s in sizes]
-    fit = comm_model.fit_and_predict(sizes, medians, get_world_size(), nbytes)
-    return {"latency_s": fit.latency_s, "bus_gbps": fit.bus_gbps, "sizes_bytes": sizes,
-            "sizes_median_s": medians, "allreduce_predicted_s": fit.predicted_s,
-            "allreduce_measured_s": t[nbytes].median_s,
-            "allreduce_times_s": list(t[nbytes].times_s)}
-
-
-def _comm_device() -> Any:
+def comm_device() -> Any:
     """The device collectives need: the GPU for NCCL, the CPU for gloo."""
     import torch
     import torch.distributed as dist
@@ -550,9 +419,9 @@ def replica_max_abs_diff(module: Any) -> float:
     import torch
     import torch.distributed as dist
 
-    if not _has_group() or dist.get_world_size() == 1:
+    if not has_group() or dist.get_world_size() == 1:
         return 0.0
-    flat = torch.cat([p.detach().reshape(-1).to(_comm_device(), torch.float64)
+    flat = torch.cat([p.detach().reshape(-1).to(comm_device(), torch.float64)
                       for p in module.parameters()])
     gathered = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, flat)
@@ -561,21 +430,20 @@ def replica_max_abs_diff(module: Any) -> float:
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
-    "FIT_SIZES_BYTES",
     "STACK_SIGNAL",
     "TIMEOUT_ENV",
     "RankInfo",
-    "allreduce_vs_model",
     "barrier",
     "choose_backend",
     "collective_timeout_s",
+    "comm_device",
     "device_for",
     "enable_stack_dumps",
     "get_rank",
     "get_world_size",
+    "has_group",
     "is_launched",
     "is_main",
-    "measure_allreduce",
     "print0",
     "rank_info",
     "replica_max_abs_diff",
@@ -583,5 +451,4 @@ __all__ = [
     "session",
     "setup",
     "teardown",
-    "time_collective",
 ]

@@ -1,6 +1,6 @@
-"""Mixed precision: number formats, the AMP dtype choice, and what autocast really does.
+"""Mixed precision: number formats, the AMP dtype choice, autocast and GradScaler.
 
-This module owns three things:
+This module owns two things:
 
 * **Formats** — :func:`float_format` gives range and precision of fp32, tf32, fp16 and bf16
   (from ``ml_dtypes.finfo``; tf32 has no storage type anywhere, so its limits come from the
@@ -12,14 +12,13 @@ This module owns three things:
   ``torch.amp.GradScaler`` from it (never the deprecated ``torch.cuda.amp``);
   :func:`make_step` builds one training step whose GradScaler is enabled exactly for fp16;
   :func:`set_fp32_precision` makes fp32 mean IEEE fp32 (or TF32) in PyTorch and TensorFlow.
-* **Dtype tracing** — :func:`trace_dtypes` records the dtype every op of a forward returns
-  (so you can see which ops autocast runs in low precision and which it keeps in fp32);
-  :func:`dtype_table` tabulates it.
 
-Elsewhere: dtype *names* and their aliases in :mod:`accelkit.dtypes`; which hardware has
-bf16/fp16 units, and datasheet peaks (:func:`accelkit.hardware.datasheet_tflops`), in the
-hardware-class table :mod:`accelkit.hardware`; Keras mixed precision in
-:mod:`accelkit.keras_mp`; memory measurements (:func:`accelkit.memory.saved_activation_bytes`,
+Elsewhere: what autocast really does, op by op (:func:`accelkit.dtype_trace.trace_dtypes`,
+:func:`accelkit.dtype_trace.dtype_table`), in :mod:`accelkit.dtype_trace`; dtype *names* and
+their aliases in :mod:`accelkit.dtypes`; which hardware has bf16/fp16 units, and datasheet
+peaks (:func:`accelkit.hardware.datasheet_tflops`), in the hardware-class table
+:mod:`accelkit.hardware`; Keras mixed precision in :mod:`accelkit.keras_mp`; memory
+measurements (:func:`accelkit.memory.saved_activation_bytes`,
 :func:`accelkit.memory.peak_memory_bytes`, :func:`accelkit.memory.tf_peak_memory_bytes`) in
 :mod:`accelkit.memory`.
 
@@ -33,7 +32,7 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -471,99 +470,14 @@ def fp32_precision(tf: Any = None) -> dict[str, str]:
     return modes
 
 
-# ----------------------------------------------------------------------------- dtype tracing
-@dataclass(frozen=True)
-class OpRecord:
-    """One op called during a traced function.
-
-    Attributes:
-        op: the function's name (``"conv2d"``, ``"relu"``, ``"cross_entropy"``, ``"__add__"``).
-        inputs: the dtypes of its tensor arguments, as given (before autocast casts them).
-        output: the dtype of its (first) tensor result.
-    """
-
-    op: str
-    inputs: tuple[str, ...]
-    output: str
-
-
-def _dtype_name(t: Any) -> str:
-    return str(t.dtype).replace("torch.", "")
-
-
-def trace_dtypes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, list[OpRecord]]:
-    """Call ``fn(*args, **kwargs)`` and record the dtype each top-level torch op returns.
-
-    Uses ``torch.overrides.TorchFunctionMode``: every ``torch.*``/``F.*``/tensor-method call
-    made directly by ``fn`` or the modules it calls is logged with its input and output
-    dtypes (calls made *inside* an op are not).  Run it inside ``torch.autocast`` to see
-    which ops autocast lowers and which it keeps in float32.
-
-    Args:
-        fn: the function to run (e.g. ``lambda: loss_fn(model(x), y)``).
-        *args, **kwargs: its arguments.
-
-    Returns:
-        ``(result, records)``: ``fn``'s result and one :class:`OpRecord` per op, in order.
-
-    Example: ``_, ops = trace_dtypes(model, x)``
-    """
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    records: list[OpRecord] = []
-
-    def tensors(obj: Any) -> list[Any]:
-        if isinstance(obj, torch.Tensor):
-            return [obj]
-        if isinstance(obj, (list, tuple)):
-            return [t for o in obj for t in tensors(o)]
-        if isinstance(obj, dict):
-            return [t for o in obj.values() for t in tensors(o)]
-        return []
-
-    class _Recorder(TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, a: Any = (), kw: Any = None) -> Any:
-            out = func(*a, **(kw or {}))
-            name = getattr(func, "__name__", str(func))
-            outs = tensors(out)
-            if outs and name not in ("__get__", "__set__"):  # skip attribute access
-                if name.startswith("_") and not name.startswith("__"):
-                    name = name[1:]  # F.max_pool2d dispatches to "_max_pool2d"
-                ins = tuple(_dtype_name(t) for t in tensors(list(a) + list((kw or {}).values())))
-                records.append(OpRecord(name, ins, _dtype_name(outs[0])))
-            return out
-
-    with _Recorder():
-        result = fn(*args, **kwargs)
-    return result, records
-
-
-def dtype_table(records: Iterable[OpRecord]) -> str:
-    """Return a Markdown table of traced ops, one row per distinct (op, inputs, output).
-
-    Example: ``print(dtype_table(ops))``
-    """
-    seen: dict[tuple[str, tuple[str, ...], str], int] = {}
-    for r in records:
-        key = (r.op, r.inputs, r.output)
-        seen[key] = seen.get(key, 0) + 1
-    rows = ["| op | input dtypes | output dtype | calls |", "|---|---|---|---|"]
-    for (op, ins, out), n in seen.items():
-        rows.append(f"| {op} | {', '.join(ins)} | {out} | {n} |")
-    return "\n".join(rows)
-
-
 __all__ = [
     "FORMATS",
     "FP32_MODES",
     "AmpChoice",
     "AmpStep",
     "FloatFormat",
-    "OpRecord",
     "amp_choice",
     "autocast",
-    "dtype_table",
     "float_format",
     "format_name",
     "format_table",
@@ -573,5 +487,4 @@ __all__ = [
     "make_step",
     "round_to",
     "set_fp32_precision",
-    "trace_dtypes",
 ]

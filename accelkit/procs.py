@@ -11,18 +11,17 @@ This module owns the plumbing under every launcher in :mod:`accelkit.launch`:
 * :func:`kill_all` ends a process tree with SIGTERM, then SIGKILL (psutil), and every
   process tagged with the launch's marker (``$ACCELKIT_LAUNCH_ID``), also those whose parent
   died first; :func:`leftover_processes` lists what is still alive;
-* :func:`spawn_group` does the same for a function in ``torch.multiprocessing`` children;
 * :func:`free_port` and :func:`is_port_free` for launchers that need a TCP port;
 * stack dumps of hung workers: :func:`request_stacks` sends the stack signal
   (``SIGUSR1``, registered with ``faulthandler`` by :func:`accelkit.dist.setup`) to every
-  process of a launch that catches it, :func:`run_group` does so before killing a timed-out
-  group, and :func:`last_stack` / :func:`traceback_frames` read a dump or a traceback back as
-  :class:`Frame` lists, which :func:`where_waiting` turns into one line: the call into torch
-  the rank was blocked in, and the line of its own code that made it.
+  process of a launch that catches it, and :func:`run_group` does so before killing a
+  timed-out group.
 
-What lives elsewhere: the launchers, their results and errors (:mod:`accelkit.launch`),
-torchrun's per-rank failure records (:mod:`accelkit.elastic`), worker script files
-(:mod:`accelkit.scripts`).
+What lives elsewhere: reading the dumps and tracebacks back as frames
+(:mod:`accelkit.stacks`); ``torch.multiprocessing`` children (:mod:`accelkit.spawning`);
+the launchers (:mod:`accelkit.launch`) and their results and errors
+(:mod:`accelkit.launch_result`); torchrun's per-rank failure records
+(:mod:`accelkit.elastic`); worker script files (:mod:`accelkit.scripts`).
 """
 
 from __future__ import annotations
@@ -34,17 +33,13 @@ import re
 import signal
 import socket
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import IO, Any
-from unittest import mock
 
 import psutil
 
@@ -261,123 +256,6 @@ def request_stacks(procs: Iterable[Any], launch_id: str) -> int:
                 p.send_signal(STACK_SIGNAL)
                 sent += 1
     return sent
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One frame of a Python stack: file, line number, function, and its source line."""
-
-    file: str
-    line: int
-    func: str
-    code: str = ""
-
-    @property
-    def short_file(self) -> str:
-        """The path from ``torch/`` or ``accelkit/`` on, else the file name."""
-        parts = Path(self.file).parts
-        for root in ("torch", "accelkit"):
-            if root in parts:
-                return "/".join(parts[len(parts) - 1 - parts[::-1].index(root):])
-        return Path(self.file).name
-
-    @property
-    def in_torch(self) -> bool:
-        """True for a frame inside the torch package."""
-        return "torch" in Path(self.file).parts[:-1]
-
-    def __str__(self) -> str:
-        return f"{self.short_file}:{self.line} in {self.func}"
-
-
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
-_DUMP_HEAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ .*most recent call first")
-
-
-def last_stack(log: str) -> list[Frame]:
-    """Return the main thread's stack from the last ``faulthandler`` dump in ``log``.
-
-    A dump (``faulthandler.dump_traceback(all_threads=True)``, or the stack signal) lists
-    each Python thread, innermost frame first; the main thread is the one whose outermost
-    frame is ``<module>`` (else the thread marked "Current thread", which received the stack
-    signal, else the first listed).  Source lines are filled in from the files.
-
-    Returns:
-        Its frames, innermost first; ``[]`` when ``log`` holds no dump.
-    """
-    import linecache
-
-    lines = log.splitlines()
-    heads = [i for i, s in enumerate(lines) if _DUMP_HEAD.match(s.strip())]
-    if not heads:
-        return []
-    blocks: list[list[Frame]] = []
-    current = -1  # the block faulthandler marks "Current thread" (the one that dumped)
-    for s in lines[_dump_start(lines, heads):]:
-        if _DUMP_HEAD.match(s.strip()):
-            current = len(blocks) if s.strip().startswith("Current thread") else current
-            blocks.append([])
-        elif (m := _FRAME.match(s)) and blocks:
-            code = linecache.getline(m["file"], int(m["line"])).strip()
-            blocks[-1].append(Frame(m["file"], int(m["line"]), m["func"], code))
-        elif s.strip() and blocks and blocks[-1]:
-            break  # the dump ended: later output is not part of it
-    main = [b for b in blocks if b and b[-1].func == "<module>"]
-    return main[0] if main else blocks[max(current, 0)]
-
-
-def _dump_start(lines: Sequence[str], heads: Sequence[int]) -> int:
-    """The first line of the last dump: the first of its thread headers."""
-    start = heads[-1]
-    for h in reversed(heads[:-1]):
-        if all(_FRAME.match(s) or not s.strip() for s in lines[h + 1:start]):
-            start = h
-        else:
-            break
-    return start
-
-
-def traceback_frames(traceback: str) -> list[Frame]:
-    """Return the frames of a Python traceback text (``Traceback (most recent call last)``).
-
-    Returns:
-        Its frames, innermost first (the order of :func:`last_stack`), with source lines.
-    """
-    lines = traceback.splitlines()
-    frames = []
-    for i, s in enumerate(lines):
-        m = _FRAME.match(s)
-        if m:
-            code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.match(
-                lines[i + 1]) else ""
-            frames.append(Frame(m["file"], int(m["line"]), m["func"], code))
-    return frames[::-1]
-
-
-def where_waiting(frames: Sequence[Frame]) -> str:
-    """Say in one line where a stack (innermost first) was: torch's call and the caller's line.
-
-    The call is the outermost torch frame below the caller's code (``barrier``, ``all_reduce``,
-    ``backward``: DDP all-reduces its gradients inside ``backward``); the caller is the frame
-    that made it, with its source line.
-
-    Example: ``"barrier (torch/distributed/distributed_c10d.py:5356), called from
-    accelkit/dist.py:283 in teardown: dist.barrier()"``.
-    """
-    if not frames:
-        return "(no stack)"
-    callers = [i for i, f in enumerate(frames) if not f.in_torch]
-    first_own = callers[0] if callers else len(frames)
-    calls = [f for f in frames[:first_own] if f.func != "wrapper"]  # c10d_logger's wrapper
-    if not calls:  # blocked in its own code, not in torch
-        f = frames[0]
-        return f"{f}" + (f": {f.code}" if f.code else "")
-    call = calls[-1]  # the torch function the caller called
-    where = f"{call.func} ({call.short_file}:{call.line})"
-    if callers:
-        caller = frames[first_own]
-        where += f", called from {caller}" + (f": {caller.code}" if caller.code else "")
-    return where
 
 
 # ----------------------------------------------------------------------------- output
@@ -605,90 +483,14 @@ def run_group(children: Sequence[Child], *, launch_id: str, timeout_s: float,
     return run
 
 
-# ----------------------------------------------------------------------------- spawn
-@dataclass
-class SpawnRun:
-    """How a ``torch.multiprocessing`` group ended: timeout, torch's exception, their stderr."""
-
-    timed_out: bool = False
-    error: BaseException | None = None
-    stderr: str = ""
-
-
-def _start_spawn(fn: Callable[..., Any], args: Sequence[Any], nprocs: int, launch_id: str,
-                 err_fd: int, sys_path: list[str]) -> Any:
-    """``start_processes`` with the marker, ``sys_path`` and fd 2 on ``err_fd`` meanwhile."""
-    import torch.multiprocessing as mp  # imports torch: only when spawning
-
-    saved = os.dup(2)
-    try:
-        with mock.patch.dict(os.environ, {MARKER_ENV: launch_id}), \
-                mock.patch.object(sys, "path", sys_path):
-            os.dup2(err_fd, 2)  # children inherit fd 2 at start; restored right after
-            return mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=False,
-                                      start_method="spawn")
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def _join_spawn(ctx: Any, timeout_s: float) -> tuple[bool, BaseException | None]:
-    """Wait for the children; return (timed out, the exception torch raised or None)."""
-    deadline = time.perf_counter() + timeout_s
-    try:
-        while not ctx.join(timeout=0.1):
-            if time.perf_counter() > deadline:
-                break
-    except Exception as exc:  # the caller reports it, with the children's stderr
-        return False, exc
-    timed_out = time.perf_counter() > deadline and any(p.is_alive() for p in ctx.processes)
-    return timed_out, None
-
-
-def spawn_group(fn: Callable[..., Any], args: Sequence[Any] = (), *, nprocs: int,
-                timeout_s: float, sys_path: list[str] | None = None) -> SpawnRun:
-    """Run ``fn(rank, *args)`` in ``nprocs`` spawned processes; kill them all at the end.
-
-    ``torch.multiprocessing.start_processes`` (start method "spawn") with the children
-    tagged with a new launch id, their stderr captured in a file instead of the terminal
-    that runs Jupyter, and a time limit; every child (and descendant) is killed afterwards.
-
-    Args:
-        fn: a function the children can import by name.
-        args: passed after the rank.
-        nprocs: number of processes.
-        timeout_s: seconds before the children are killed.
-        sys_path: the children's ``sys.path`` (they copy the parent's at start); default:
-            this process's.
-
-    Returns:
-        A :class:`SpawnRun`: ``error`` is torch's exception when a child failed (e.g.
-        ``ProcessExitedException``), ``stderr`` what the children printed there.
-    """
-    launch_id = new_launch_id()
-    # multiprocessing's resource tracker is shared by later calls: start it untagged, with
-    # the real stderr, so the clean-up below never takes it for one of our children.
-    resource_tracker.ensure_running()
-    with tempfile.TemporaryFile() as err:
-        ctx = _start_spawn(fn, args, nprocs, launch_id, err.fileno(),
-                           list(sys.path) if sys_path is None else sys_path)
-        timed_out, error = _join_spawn(ctx, timeout_s)
-        live = [process(p.pid) for p in ctx.processes if p.is_alive()]
-        kill_all([q for q in live if q is not None], launch_id, grace_s=2.0)
-        err.seek(0)
-        return SpawnRun(timed_out, error, err.read().decode("utf-8", "replace").strip())
-
-
 __all__ = [
     "MARKER_ENV",
     "STACK_SIGNAL",
     "Child",
-    "Frame",
     "GroupRun",
     "PortInUseError",
     "QUIET_LINE",
     "RankedLines",
-    "SpawnRun",
     "child_env",
     "catches_signal",
     "describe_exit",
@@ -696,13 +498,9 @@ __all__ = [
     "free_ports",
     "is_port_free",
     "kill_all",
-    "last_stack",
     "leftover_processes",
     "new_launch_id",
     "process",
     "request_stacks",
     "run_group",
-    "spawn_group",
-    "traceback_frames",
-    "where_waiting",
 ]

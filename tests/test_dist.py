@@ -1,5 +1,7 @@
 """accelkit.dist: rank info, backend choice, session and error files; real 2-rank gloo groups
-(slow) at the end.  The cost model's tests are in test_comm_model.py."""
+(slow) at the end, which also
+time collectives there.  Collective timing alone is tested in test_comm_bench.py, the cost
+model in test_comm_model.py."""
 
 import json
 import os
@@ -74,15 +76,6 @@ def test_print0_and_save_json(no_launcher, tmp_path, capsys, monkeypatch):
     assert (tmp_path / "x1.json").exists()
 
 
-def test_time_collective_alone_and_its_arguments(no_launcher):
-    t = dist.time_collective(lambda: torch.ones(4).sum(), number=3, repeats=2, warmup=0)
-    assert len(t.times_s) == 2 and t.median_s > 0
-    with pytest.raises(ValueError):
-        dist.time_collective(lambda: None, number=0)
-    with pytest.raises(RuntimeError, match="process group"):
-        dist.measure_allreduce([4])
-
-
 def test_session_tears_down_and_re_raises_without_torchrun(no_launcher, monkeypatch):
     calls = []
     monkeypatch.setattr(dist, "teardown", lambda barrier=True: calls.append(barrier))
@@ -112,11 +105,6 @@ def test_session_records_the_exception_in_torchruns_error_file(no_launcher, tmp_
     assert "timeout_s" in json.loads(err.read_text())["message"]["message"]
 
 
-def test_allreduce_vs_model_needs_a_group(no_launcher):
-    with pytest.raises(RuntimeError, match="process group"):
-        dist.allreduce_vs_model(4096)
-
-
 @pytest.mark.slow
 def test_a_real_gloo_group(tmp_path, monkeypatch):
     """Two ranks under torchrun: session, replica check, timing, measure -> fit -> predict."""
@@ -131,8 +119,8 @@ def test_a_real_gloo_group(tmp_path, monkeypatch):
             lin = torch.nn.Linear(3, 2)
             torch.nn.init.constant_(lin.weight, float(info.rank))  # replicas differ by 1
             diff = ak.dist.replica_max_abs_diff(lin)
-            t = ak.dist.measure_allreduce([4, 4096], repeats=2, max_number=3)
-            check = ak.dist.allreduce_vs_model(1 << 20, sizes_bytes=[4096, 1 << 22])
+            t = ak.comm_bench.measure_allreduce([4, 4096], repeats=2, max_number=3)
+            check = ak.comm_bench.allreduce_vs_model(1 << 20, sizes_bytes=[4096, 1 << 22])
             ak.dist.save_json({{"rank": info.rank, "world": info.world_size,
                                "backend": info.backend, "diff": diff,
                                "n_times": [len(v.times_s) for v in t.values()],

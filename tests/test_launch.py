@@ -339,22 +339,6 @@ def test_tf_config_and_validation(tmp_path, ok_worker):
         launch.LaunchResult("python", []).read_json()
 
 
-def test_summary_of_a_recorded_failure_shows_what_came_before_the_traceback():
-    tb = "Traceback (most recent call last):\n  File \"w.py\", line 3\nValueError: bad\n"
-    fail = elastic.RankFailure(rank=1, local_rank=1, exitcode=1, pid=9, timestamp=0,
-                               message="ValueError: bad", traceback=tb)
-    res = launch.LaunchResult("torchrun", [["x"]], exit_codes={0: -15, 1: 1},
-                              logs={1: "loading data\n" + tb}, returncodes=[1],
-                              failed_rank=1, failures={1: fail})
-    lines = res.summary().splitlines()
-    assert lines[0] == "rank 1 failed first (exit code 1): ValueError: bad"
-    assert lines[1] == "its traceback (from its error file):"
-    assert lines[lines.index("its last output before that:") + 1] == "loading data"
-    assert lines[-1] == "other ranks: rank 0 was stopped by SIGTERM"
-    unknown = launch.LaunchResult("torchrun", [["x"]], returncodes=[1], failed_rank=2)
-    assert unknown.summary().startswith("rank 2 failed first (exit code unknown)")
-
-
 def test_worker_plan():
     plan = launch.worker_plan()
     assert plan.nproc >= 2 and plan.device in ("cpu", "cuda") and plan.reason

@@ -1,4 +1,6 @@
-"""accelkit.procs: process groups that stream, fail fast, time out and leave nothing behind."""
+"""accelkit.procs: process groups that stream, fail fast, time out and leave nothing behind.
+
+Reading the stack dumps back is tested in test_stacks.py."""
 
 import os
 import socket
@@ -7,7 +9,7 @@ import time
 
 import pytest
 
-from accelkit import procs
+from accelkit import procs, stacks
 
 SLACK_S = 10
 
@@ -114,62 +116,7 @@ def test_timeout_kills_the_group_with_a_grandchild_in_its_own_session():
     _no_leftovers(launch_id)
 
 
-# ----------------------------------------------------------------------------- stack dumps
-def _blocked_in_barrier():  # a stand-in for torch's barrier, for the dump below
-    import faulthandler
-    import tempfile
-
-    with tempfile.TemporaryFile("w+") as f:
-        faulthandler.dump_traceback(file=f, all_threads=True)
-        f.seek(0)
-        return "some output first\n" + f.read() + "output after the dump\n"
-
-
-def test_last_stack_reads_the_main_thread_of_a_real_faulthandler_dump():
-    log = _blocked_in_barrier()
-    frames = procs.last_stack("an older dump:\nThread 0x1 (most recent call first):\n"
-                              '  File "old.py", line 1 in old\n\n' + log)
-    assert frames[0].func == "_blocked_in_barrier"  # innermost first, from the last dump
-    assert frames[1].func == "test_last_stack_reads_the_main_thread_of_a_real_faulthandler_dump"
-    assert "faulthandler.dump_traceback" in frames[0].code  # source line filled in
-    assert all(f.func != "old" for f in frames)
-    assert procs.last_stack("no dump here\n") == []
-
-
-def test_where_waiting_names_torchs_call_and_the_callers_line():
-    torch_dir = "/venv/lib/python3.11/site-packages/torch"
-    frames = [procs.Frame(f"{torch_dir}/distributed/distributed_c10d.py", 5356, "barrier"),
-              procs.Frame(f"{torch_dir}/distributed/c10d_logger.py", 83, "wrapper"),
-              procs.Frame("/repo/accelkit/dist.py", 283, "teardown", "dist.barrier()"),
-              procs.Frame("/repo/train.py", 9, "<module>", "main()")]
-    assert procs.where_waiting(frames) == (
-        "barrier (torch/distributed/distributed_c10d.py:5356), called from "
-        "accelkit/dist.py:283 in teardown: dist.barrier()")
-    backward = [procs.Frame(f"{torch_dir}/autograd/graph.py", 979, "_engine_run_backward"),
-                procs.Frame(f"{torch_dir}/_tensor.py", 623, "backward"),
-                procs.Frame("/w/uneven.py", 62, "train", "loss.backward()")]
-    assert procs.where_waiting(backward).startswith("backward (torch/_tensor.py:623), called "
-                                                    "from uneven.py:62 in train")
-    assert procs.where_waiting(frames[2:]) == "accelkit/dist.py:283 in teardown: dist.barrier()"
-    assert procs.where_waiting([]) == "(no stack)"
-
-
-def test_traceback_frames_are_innermost_first_with_their_code():
-    import traceback
-
-    def inner():
-        raise ValueError("x")
-
-    try:
-        inner()
-    except ValueError:
-        text = traceback.format_exc()
-    frames = procs.traceback_frames(text)
-    assert frames[0].func == "inner"
-    assert frames[1].func == "test_traceback_frames_are_innermost_first_with_their_code"
-    assert frames[0].code == 'raise ValueError("x")'
-
-
+# ----------------------------------------------------------------------------- stack signal
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.slow
 def test_only_processes_that_registered_the_stack_signal_get_it():
@@ -185,5 +132,5 @@ def test_only_processes_that_registered_the_stack_signal_get_it():
     run = procs.run_group(children, launch_id=launch_id, timeout_s=3, on_line=lines)
     assert run.timed_out and run.stacks_requested == 1  # rank 0 would have died of SIGUSR1
     logs = lines.logs()
-    assert procs.last_stack(logs[1])[0].func == "waiting_here" and not procs.last_stack(logs[0])
+    assert stacks.last_stack(logs[1])[0].func == "waiting_here" and not stacks.last_stack(logs[0])
     _no_leftovers(launch_id)

@@ -73,8 +73,8 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
 
     def timed(fn: Callable[[], None], threads: int) -> float:
         torch.set_num_threads(threads)
-        return ak.dist.time_collective(fn, number=args.number, repeats=args.repeats,
-                                       warmup=2).median_s
+        return ak.comm_bench.time_collective(fn, number=args.number, repeats=args.repeats,
+                                             warmup=2).median_s
 
     result = {"world_size": world, "global_batch": args.batch, "width": args.width}
     if not info.launched:
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     local_s = timed(local_step, threads)
     solo_s = solo_step(args, x, y, info)
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    cost = ak.dist.allreduce_vs_model(grad_bytes)  # 9 interleaved blocks per size
+    cost = ak.comm_bench.allreduce_vs_model(grad_bytes)  # 9 interleaved blocks per size
     result.update({
         "threads_per_process": threads, "samples_per_s": args.batch / step_s,
         "step_s": step_s, "step_no_sync_s": local_s, "solo_step_s": solo_s,
@@ -153,8 +153,8 @@ def bucket_experiment(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor
     times: dict[str, list[float]] = {name: [] for name in models}
     for r in range(args.bucket_repeats):  # round r: every variant once, in turn
         for name in models:
-            t = ak.dist.time_collective(lambda n=name: step(n), number=args.number, repeats=1,
-                                        warmup=3 if r == 0 else 0)
+            t = ak.comm_bench.time_collective(lambda n=name: step(n), number=args.number,
+                                              repeats=1, warmup=3 if r == 0 else 0)
             times[name] += t.times_s
     out = {}
     for name, m in models.items():

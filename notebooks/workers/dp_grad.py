@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     # the small ones and the bandwidth on the large ones, predict the rest (held out).
     grad_bytes = grad.numel() * grad.element_size()
     held_out = sorted({*HELD_OUT_BYTES, grad_bytes})
-    t = ak.dist.measure_allreduce(SMALL_BYTES + LARGE_BYTES + held_out)
+    t = ak.comm_bench.measure_allreduce(SMALL_BYTES + LARGE_BYTES + held_out)
     fit_sizes = SMALL_BYTES + LARGE_BYTES
     medians = [t[s].median_s for s in fit_sizes]
     fit = ak.comm_model.fit_two_regime(fit_sizes, medians, world,
