@@ -52,6 +52,7 @@ _MODULES = (
     "strategy",
     "tf_bench",
     "tf_device",
+    "tf_trace",
     "verify",
 )
 

@@ -16,9 +16,9 @@ output once.  On a bandwidth-bound machine the time is ``bytes / bandwidth``, so
   :func:`without_cxx_compiler` shows what inductor does on a CPU with no C++ compiler.
 * :func:`timed_compile` times a first call and reads Inductor's cache counters (an FX-graph
   cache hit is a *warm* compile); :func:`cold_and_warm` times both in a fresh cache folder.
-* Evidence of what a framework really ran: :func:`hlo_fusions` reads XLA's optimized HLO
-  (its fusions and the bytes they read and write); :func:`trace_tf` lists the kernels and
-  buffer allocations of one TensorFlow call from a ``tf.profiler`` trace.
+
+Elsewhere: the evidence of what TensorFlow and XLA really ran (optimized-HLO fusions, kernel
+traces) is :mod:`accelkit.tf_trace`; timing is :mod:`accelkit.bench`.
 
 Example::
 
@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -389,186 +387,17 @@ def cold_and_warm(fn: Callable[..., Any], *args: Any, device: Any = None,
     return cold, warm
 
 
-# ----------------------------------------------------------------------------- XLA's HLO
-_HLO_ITEMSIZE = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16": 2, "u16": 2,
-                 "f16": 2, "bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8,
-                 "f64": 8, "c64": 8, "c128": 16}
-_HLO_ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
-_HLO_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([\w\-]+)\((.*?)\)(.*)$")
-
-
-def hlo_shape_bytes(shape: str) -> int:
-    """Return the bytes of an HLO shape: ``"f32[32768,1024]{1,0}"``, a tuple of them, ``"f32[]"``.
-
-    Example: ``hlo_shape_bytes("(f32[4,2]{1,0}, bf16[8]{0})")  # 48``
-    """
-    total = 0
-    for dtype, dims in _HLO_ARRAY.findall(shape):
-        if dtype not in _HLO_ITEMSIZE:
-            continue
-        total += math.prod(int(d) for d in dims.split(",") if d) * _HLO_ITEMSIZE[dtype]
-    return total
-
-
-@dataclass(frozen=True)
-class HloFusion:
-    """One fusion of XLA's optimized HLO, as launched from the entry computation.
-
-    Attributes:
-        name: the instruction name (``broadcast_multiply_fusion``).
-        kind: ``kLoop`` (elementwise), ``kInput`` (a reduction), ``kOutput``, ``kCustom``.
-        operand_bytes: bytes of the operands it reads.
-        result_bytes: bytes of the result it writes.
-    """
-
-    name: str
-    kind: str
-    operand_bytes: int
-    result_bytes: int
-
-    @property
-    def bytes(self) -> int:
-        """Bytes read plus bytes written."""
-        return self.operand_bytes + self.result_bytes
-
-
-def hlo_fusions(hlo_text: str) -> tuple[list[HloFusion], list[str]]:
-    """Read the fusions (and the other work) of an optimized HLO module's entry computation.
-
-    Get the text with ``tf.function(f, jit_compile=True).experimental_get_compiler_ir(*args)
-    (stage="optimized_hlo")`` (or ``jax.jit(f).lower(*args).compile().as_text()``).
-
-    Args:
-        hlo_text: the HLO module as text.
-
-    Returns:
-        ``(fusions, others)``: one :class:`HloFusion` per ``fusion`` instruction of the
-        ``ENTRY`` computation, and the opcodes of the entry's other instructions that do work
-        (parameters, constants, tuples, bitcasts and copies-free views left out).
-
-    Raises:
-        ValueError: when the text has no ``ENTRY`` computation.
-
-    Example: ``fusions, others = hlo_fusions(text); sum(f.bytes for f in fusions)``
-    """
-    lines = hlo_text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("ENTRY")), None)
-    if start is None:
-        raise ValueError("no ENTRY computation in this HLO text")
-    shapes: dict[str, str] = {}
-    fusions, others = [], []
-    for line in lines[start + 1:]:
-        if line.strip() == "}":
-            break
-        m = _HLO_INSTR.match(line)
-        if m is None:
-            continue
-        name, shape, opcode, operands, rest = m.groups()
-        shapes[name] = shape
-        if opcode == "fusion":
-            names = [o.strip().split()[-1].lstrip("%") for o in operands.split(",") if o.strip()]
-            kind = re.search(r"kind=(\w+)", rest)
-            fusions.append(HloFusion(name, kind.group(1) if kind else "",
-                                     sum(hlo_shape_bytes(shapes.get(n, "")) for n in names),
-                                     hlo_shape_bytes(shape)))
-        elif opcode not in ("parameter", "constant", "tuple", "get-tuple-element", "bitcast"):
-            others.append(opcode)
-    return fusions, others
-
-
-# ----------------------------------------------------------------------------- TF traces
-@dataclass(frozen=True)
-class TfTrace:
-    """What one TensorFlow call ran, read from a ``tf.profiler`` trace.
-
-    Attributes:
-        kernels: ``(name, seconds)`` per op kernel in the order they ran; a name reads
-            ``"node:OpType"`` (``"mul_1:Mul"``).
-        allocations: buffers the executor allocated during the call.
-    """
-
-    kernels: tuple[tuple[str, float], ...]
-    allocations: int
-
-    @property
-    def op_types(self) -> list[str]:
-        """The op type of each kernel (``"AddV2"``, ``"Mul"``, ...)."""
-        return [name.rsplit(":", 1)[-1] for name, _ in self.kernels]
-
-    @property
-    def seconds(self) -> float:
-        """The kernels' total time."""
-        return sum(s for _, s in self.kernels)
-
-
-def trace_tf(call: Callable[[], Any], root: str | None = None) -> TfTrace:
-    """Run ``call`` once under ``tf.profiler`` and list the kernels and allocations it ran.
-
-    Uses ``tf.profiler.experimental.start/stop`` (the same trace TensorBoard's profiler
-    shows) and reads the host plane of the ``.xplane.pb`` file it writes: events named
-    ``"node:OpType"`` are op kernels; ``MemoryAllocation`` events are buffers allocated.
-    Run ``call`` once before, so tracing and graph building are not in the trace.
-
-    Args:
-        call: one call of a ``tf.function`` (its result is waited for with ``tf_bench.force``).
-        root: folder for the profiler's log files (a temporary folder inside it, deleted).
-
-    Example: ``trace_tf(lambda: g(x)).op_types  # ['AddV2', 'Relu', 'Mul']``
-    """
-    import glob
-    import shutil
-
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    from accelkit import tf_bench
-    from accelkit.tf_device import import_tf
-
-    tf = import_tf()
-    logdir = tempfile.mkdtemp(dir=root)
-    try:
-        tf.profiler.experimental.start(logdir)
-        try:
-            tf_bench.force(call())
-        finally:
-            tf.profiler.experimental.stop()
-        path = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))[-1]
-        with open(path, "rb") as f:
-            space = xplane_pb2.XSpace.FromString(f.read())
-    finally:
-        shutil.rmtree(logdir, ignore_errors=True)
-    events = []
-    allocations = 0
-    for plane in space.planes:
-        if not plane.name.startswith("/host:"):
-            continue
-        names = {k: v.name for k, v in plane.event_metadata.items()}
-        for line in plane.lines:
-            for e in line.events:
-                name = names.get(e.metadata_id, "")
-                if name == "MemoryAllocation":
-                    allocations += 1
-                elif re.fullmatch(r"[\w/.\-]+:[A-Z]\w*", name):
-                    events.append((line.timestamp_ns * 1000 + e.offset_ps, name,
-                                   e.duration_ps / 1e12))
-    return TfTrace(tuple((n, s) for _, n, s in sorted(events)), allocations)
-
-
 __all__ = [
     "ADAMW_ACCESSES",
     "CapturedGraph",
     "CompileRecord",
     "FusionPrediction",
     "GraphRecorder",
-    "HloFusion",
-    "TfTrace",
     "adamw_step_bytes",
     "break_even_calls",
     "chain_bytes",
     "cold_and_warm",
-    "hlo_fusions",
-    "hlo_shape_bytes",
     "predict_fusion",
     "timed_compile",
-    "trace_tf",
     "without_cxx_compiler",
 ]

@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from accelkit import fusion
+from accelkit import fusion, tf_trace
 
 
 def test_chain_bytes_counts_reads_and_writes():
@@ -137,19 +137,19 @@ ENTRY %main (arg0.1: f32[4,8], arg1.1: f32[8]) -> (f32[4,8], bf16[4,8]) {
 
 
 def test_hlo_shape_bytes():
-    assert fusion.hlo_shape_bytes("f32[32768,1024]{1,0}") == 32768 * 1024 * 4
-    assert fusion.hlo_shape_bytes("(f32[4,2]{1,0}, bf16[8]{0})") == 48
-    assert fusion.hlo_shape_bytes("f32[]") == 4
+    assert tf_trace.hlo_shape_bytes("f32[32768,1024]{1,0}") == 32768 * 1024 * 4
+    assert tf_trace.hlo_shape_bytes("(f32[4,2]{1,0}, bf16[8]{0})") == 48
+    assert tf_trace.hlo_shape_bytes("f32[]") == 4
 
 
 def test_hlo_fusions_counts_fusions_bytes_and_other_ops():
-    fusions, others = fusion.hlo_fusions(_HLO)
+    fusions, others = tf_trace.hlo_fusions(_HLO)
     assert [(f.name, f.kind) for f in fusions] == [("broadcast_add_fusion", "kLoop")]
     assert fusions[0].operand_bytes == 4 * 8 * 4 + 8 * 4  # x and the bias
     assert fusions[0].result_bytes == 4 * 8 * 4
     assert others == ["convert"]  # unfused work is reported, views and tuples are not
     with pytest.raises(ValueError):
-        fusion.hlo_fusions("HloModule m\n")
+        tf_trace.hlo_fusions("HloModule m\n")
 
 
 def test_compile_record_reads_the_cache_state():
@@ -182,12 +182,12 @@ def test_trace_tf_and_xla_hlo_of_a_chain(tmp_path):
     x = tf.random.normal((1024, 1024))  # large enough for the allocator to log allocations
     graph = tf.function(chain)
     graph(x)
-    trace = fusion.trace_tf(lambda: graph(x), root=str(tmp_path))
+    trace = tf_trace.trace_tf(lambda: graph(x), root=str(tmp_path))
     assert trace.op_types == ["AddV2", "Relu", "Mul"]  # one kernel per op, no fusion
     assert 1 <= trace.allocations <= 3  # relu and mul may write into their input's buffer
     text = tf.function(chain, jit_compile=True).experimental_get_compiler_ir(x)(
         stage="optimized_hlo")
-    fusions, others = fusion.hlo_fusions(text)
+    fusions, others = tf_trace.hlo_fusions(text)
     assert len(fusions) == 1 and not others
     assert fusions[0].bytes == 2 * 1024 * 1024 * 4
 
