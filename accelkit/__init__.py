@@ -31,6 +31,7 @@ _MODULES = (
     "env",
     "exercises",
     "fusion",
+    "gpt",
     "hardware",
     "keras_mp",
     "launch",

@@ -62,6 +62,10 @@ CLAIMS: dict[str, str] = {
     "xla_poly": "XLA jit_compile vs tf.function, arithmetic chain (03)",
     "xla_relu": "XLA jit_compile vs tf.function, ReLU chain (03)",
     "steps_per_execution": "Keras steps_per_execution=N vs 1 (05)",
+    "gpt_sdpa": "GPT training step, scaled_dot_product_attention vs hand-written attention (06)",
+    "gpt_amp": "GPT training step, autocast (the class's dtype) vs fp32 (06)",
+    "gpt_compile": "GPT training step, torch.compile vs eager (06)",
+    "gpt_fused_adamw": "GPT training step, fused AdamW vs for-loop AdamW (06)",
 }
 
 _MEASURED_CPU = "measured on the course's 2-core CI CPU (a Xeon VM)"
@@ -222,9 +226,43 @@ _CPU_BF16_CLAIMS: dict[str, dict[str, Claim]] = {
 }
 
 
+#: Notebook 06's GPT ladder (2 layers, width 128, 256 tokens, batch 8 on a CPU; GPT-2 small,
+#: 1024 tokens on a GPU).  Each rung is timed against the rung below it, whole training steps.
+_GPT_CPU_CLAIMS: dict[str, Claim] = {
+    "gpt_sdpa": Claim(1.1, "the hand-written attention writes and reads the (B, H, T, T) "
+                      "scores several times (scale, mask, softmax, their backward); the fused "
+                      "kernel never stores them: 1.2x-1.6x " + _MEASURED_CPU + " at T = 256"),
+    "gpt_amp": Claim(None, "follows the bf16 matmul: no claim on CPUs"),
+    "gpt_compile": Claim(1.0, "fuses LayerNorm, GELU, residual adds and the loss's "
+                         "elementwise work around matmuls that keep most of the time: "
+                         "1.1x-1.3x " + _MEASURED_CPU + "; the floor rules out a slowdown"),
+    "gpt_fused_adamw": Claim(1.0, "the optimizer is a few % of a step of this model (~40 "
+                             "parameter tensors): fused saves most of it, which noise can "
+                             "hide; the floor rules out a slowdown"),
+}
+_GPT_CPU_BF16: dict[str, dict[str, Claim]] = {
+    "cpu-amx": {"gpt_amp": Claim(0.5, "as amp_step_torch: AMX's two speed modes put the step "
+                                 "between ~0.8x and 2x of fp32")},
+    "cpu-avx512-bf16": {"gpt_amp": Claim(None, "bf16 matmuls run at ~0.55x of fp32 on a "
+                                         "2-core Xeon VM of this class (no AMX), 2.2x on AMD "
+                                         "Zen 4: no floor holds for the whole class")},
+}
+_GPT_GPU_CLAIMS: dict[str, Claim] = {
+    "gpt_sdpa": Claim(1.2, "FlashAttention never writes the T x T scores to HBM: at T = 1024 "
+                      "the hand-written attention is memory-bound (Dao et al. 2022)"),
+    "gpt_amp": Claim(1.5, "tensor cores: 8-16x the fp32 peak on the datasheet; the step's "
+                     "memory-bound parts gain ~2x from half the bytes"),
+    "gpt_compile": Claim(1.05, "fuses the elementwise work between GEMMs (nanoGPT reports "
+                         "~1.3x-2x on A100)"),
+    "gpt_fused_adamw": Claim(1.0, "one kernel for ~150 parameter tensors: rules out a "
+                             "slowdown"),
+}
+
+
 def _cpu(name: str, title: str, bf16: bool, note: str, emulate: dict[str, str],
          fp16: bool = False) -> HardwareClass:
     claims = dict(_CPU_CLAIMS) | _CPU_BF16_CLAIMS.get(name, _NO_BF16_CPU)
+    claims |= _GPT_CPU_CLAIMS | _GPT_CPU_BF16.get(name, {})
     return HardwareClass(name, title, "cpu", bf16, fp16, profile="ci", claims=claims,
                          source="measured by ak.roofline (CPUs vary too much for one datasheet)",
                          note=note, emulate_env=emulate)
@@ -234,7 +272,9 @@ def _gpu(name: str, title: str, cc: tuple[int, int], memory_gib: float,
          peaks: dict[str, float], bandwidth: float, source: str, note: str = "",
          kind: str = "cuda") -> HardwareClass:
     bf16 = "bf16" in peaks
-    claims = dict(_GPU_CLAIMS) | (_TC_BF16 if bf16 else _TC_FP16_ONLY)
+    claims = dict(_GPU_CLAIMS) | (_TC_BF16 if bf16 else _TC_FP16_ONLY) | _GPT_GPU_CLAIMS
+    if kind == "cuda" and cc < (7, 0):
+        claims["gpt_amp"] = Claim(None, "no tensor cores: half precision saves bytes only")
     return HardwareClass(
         name, title, kind, bf16_units=bf16, fp16_units=True, tf32="tf32" in peaks,
         fp8="fp8" in peaks, memory_gib=memory_gib, peak_tflops=peaks, bandwidth_gbps=bandwidth,
