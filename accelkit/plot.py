@@ -358,9 +358,13 @@ def timeline(spans: Sequence[tuple[str, str, float, float]], *, title: str = "",
     rows = sorted({row for row, *_ in spans})
     t0 = min(start for _, _, start, _ in spans)
     ax = _new_ax(ax, figsize=(7.2, 0.6 + 0.5 * len(rows)))
+    boxes: dict[tuple[str, str], list[tuple[float, float]]] = {}  # one artist per row and colour
     for row, name, start, dur in spans:
-        ax.broken_barh([((start - t0) / 1e3, dur / 1e3)], (rows.index(row) - 0.4, 0.8),
-                       facecolors=colours.get(name, "0.8"), edgecolor="none")
+        boxes.setdefault((row, name if name in colours else ""), []).append(
+            ((start - t0) / 1e3, dur / 1e3))
+    for (row, name), ranges in boxes.items():
+        ax.broken_barh(ranges, (rows.index(row) - 0.4, 0.8), facecolors=colours.get(name, "0.8"),
+                       edgecolor="none")
     ax.set_yticks(range(len(rows)), rows, fontsize=7)
     ax.set_xlabel("time (ms)")
     ax.set_title(title)
