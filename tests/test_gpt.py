@@ -171,3 +171,24 @@ def test_config_validation():
         gpt.GPTConfig(attention="flash")
     with pytest.raises(ValueError):
         _model().set_attention("nope")
+
+
+@pytest.mark.slow
+def test_ddp_worker_counts_one_allreduce_per_step_and_trains_like_one_process(tmp_path):
+    from accelkit import launch, scripts
+
+    k, steps, batch, seq = 2, 3, 4, 32
+    args = ["--layers", 1, "--heads", 2, "--embd", 32, "--seq", seq, "--batch", batch,
+            "--accum", k, "--steps", steps, "--repeats", 1]
+    res = launch.torchrun(scripts.worker_script("gpt_ddp.py"), args, nproc=2, timeout_s=120,
+                          out=tmp_path / "ddp.json", stream=False).read_json()
+    assert res["allreduces_sync_every_micro_batch"] == k * steps
+    assert res["allreduces_no_sync"] == steps
+    cfg = gpt.GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=seq, attention="sdpa")
+    model = _model(cfg)
+    train, val = gpt.load_corpus().split()
+    gpt.Stepper(model, torch.optim.AdamW(model.parameters(), lr=1e-3),
+                gpt.batches(train, steps, batch, seq, seed=0)).train(steps)
+    ref = gpt.evaluate(model, gpt.batches(val, 1, batch, seq, seed=1)[0])
+    assert res["val_loss_no_sync"] == pytest.approx(ref, abs=1e-4)
+    assert res["val_loss_sync_every_micro_batch"] == pytest.approx(ref, abs=1e-4)
