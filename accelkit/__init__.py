@@ -33,6 +33,7 @@ _MODULES = (
     "env",
     "exercises",
     "fusion",
+    "gpt",
     "hardware",
     "keras_mp",
     "launch",

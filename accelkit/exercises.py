@@ -86,6 +86,12 @@ KEYS: dict[str, Key] = {
     "05.2": Key(2, "one compilation per batch shape: is the last batch of the training set full?"),
     "05.3": Key(None, "pad x and y with zeros to `size` rows; weight 1.0 for real rows, 0.0 for "
                 "padding", judge=_pads_to_size),
+    # 06 capstone GPT (numbers within 2 %)
+    "06.1": Key(6 * 85_000_000 + 12 * 12 * 768 * 1024, "6 N + 12 L d T (PaLM, appendix B): "
+                "ak.gpt.flops_per_token", rel=0.02),
+    "06.2": Key(8 * 100, "without no_sync every micro-batch's backward all-reduces", rel=0.02),
+    "06.3": Key(6 * (48 - 2), "a checkpointed block keeps only its input; the rest is "
+                "recomputed in the backward", rel=0.02),
 }
 
 _NAME = re.compile(r"\d\d\.\d+")

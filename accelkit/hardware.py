@@ -66,6 +66,10 @@ CLAIMS: dict[str, str] = {
     "compile_chain_prealloc": "torch.compile of the bias-ReLU-scale chain vs eager doing the "
                               "same work (intermediates preallocated) (03)",
     "compile_gemm": "torch.compile of a GEMM-bound Linear+GELU block vs eager: about 1x (03)",
+    "gpt_sdpa": "GPT training step, scaled_dot_product_attention vs hand-written attention (06)",
+    "gpt_amp": "GPT training step, autocast (the class's dtype) vs fp32 (06)",
+    "gpt_compile": "GPT training step, torch.compile vs eager (06)",
+    "gpt_fused_adamw": "GPT training step, fused AdamW vs for-loop AdamW (06)",
 }
 
 _MEASURED_CPU = "measured on the course's 2-core CI CPU (a Xeon VM)"
@@ -242,9 +246,46 @@ _CPU_BF16_CLAIMS: dict[str, dict[str, Claim]] = {
 }
 
 
+#: Notebook 06's GPT ladder (2 layers, width 128, 256 tokens, batch 8 on a CPU; GPT-2 small,
+#: 1024 tokens on a GPU).  Each rung is timed against the rung below it, whole training steps.
+_GPT_CPU_CLAIMS: dict[str, Claim] = {
+    "gpt_sdpa": Claim(1.1, "the hand-written attention writes and reads the (B, H, T, T) "
+                      "scores several times (scale, mask, softmax, their backward); the fused "
+                      "kernel never stores them: medians 1.3x-1.4x " + _MEASURED_CPU + " at T = 256, "
+                      "1.26x at T = 128"),
+    "gpt_amp": Claim(None, "follows the bf16 matmul: no claim on CPUs"),
+    "gpt_compile": Claim(None, "fuses LayerNorm, GELU, residual adds and the loss's "
+                         "elementwise work, but matmuls keep almost all of this step's time on "
+                         "2 cores: 1.00x (interval 0.85x-1.17x), 1.02x (0.97x-1.06x) and 1.10x "
+                         "(1.03x-2.1x) " + _MEASURED_CPU + ": no floor holds"),
+    "gpt_fused_adamw": Claim(0.95, "the for-loop optimizer is 10-20% of this model's step "
+                             "(profiler, ~40 parameter tensors): fused saves part of it, "
+                             "1.03x (interval 1.00x-1.23x) " + _MEASURED_CPU + ", which noise "
+                             "can hide; the floor rules out a real slowdown"),
+}
+_GPT_CPU_BF16: dict[str, dict[str, Claim]] = {
+    "cpu-amx": {"gpt_amp": Claim(0.5, "as amp_step_torch: AMX's two speed modes put the step "
+                                 "between ~0.8x and 2x of fp32")},
+    "cpu-avx512-bf16": {"gpt_amp": Claim(None, "bf16 matmuls run at ~0.55x of fp32 on a "
+                                         "2-core Xeon VM of this class (no AMX), 2.2x on AMD "
+                                         "Zen 4: no floor holds for the whole class")},
+}
+_GPT_GPU_CLAIMS: dict[str, Claim] = {
+    "gpt_sdpa": Claim(1.2, "FlashAttention never writes the T x T scores to HBM: at T = 1024 "
+                      "the hand-written attention is memory-bound (Dao et al. 2022)"),
+    "gpt_amp": Claim(1.5, "tensor cores: 8-16x the fp32 peak on the datasheet; the step's "
+                     "memory-bound parts gain ~2x from half the bytes"),
+    "gpt_compile": Claim(1.05, "fuses the elementwise work between GEMMs (nanoGPT reports "
+                         "~1.3x-2x on A100)"),
+    "gpt_fused_adamw": Claim(1.0, "one kernel for ~150 parameter tensors: rules out a "
+                             "slowdown"),
+}
+
+
 def _cpu(name: str, title: str, bf16: bool, note: str, emulate: dict[str, str],
          fp16: bool = False) -> HardwareClass:
     claims = dict(_CPU_CLAIMS) | _CPU_BF16_CLAIMS.get(name, _NO_BF16_CPU)
+    claims |= _GPT_CPU_CLAIMS | _GPT_CPU_BF16.get(name, {})
     return HardwareClass(name, title, "cpu", bf16, fp16, profile="ci", claims=claims,
                          source="measured by ak.roofline (CPUs vary too much for one datasheet)",
                          note=note, emulate_env=emulate)
@@ -254,9 +295,11 @@ def _gpu(name: str, title: str, cc: tuple[int, int], memory_gib: float,
          peaks: dict[str, float], bandwidth: float, source: str, note: str = "",
          kind: str = "cuda") -> HardwareClass:
     bf16 = "bf16" in peaks
-    claims = dict(_GPU_CLAIMS) | (_TC_BF16 if bf16 else _TC_FP16_ONLY)
+    claims = dict(_GPU_CLAIMS) | (_TC_BF16 if bf16 else _TC_FP16_ONLY) | _GPT_GPU_CLAIMS
     if "tf32" in peaks and kind == "cuda":
         claims |= _TC_TF32
+    if kind == "cuda" and cc < (7, 0):
+        claims["gpt_amp"] = Claim(None, "no tensor cores: half precision saves bytes only")
     return HardwareClass(
         name, title, kind, bf16_units=bf16, fp16_units=True, tf32="tf32" in peaks,
         fp8="fp8" in peaks, memory_gib=memory_gib, peak_tflops=peaks, bandwidth_gbps=bandwidth,

@@ -283,4 +283,95 @@ def loss_curves(curves: Mapping[str, Sequence[float]], *, title: str = "",
     return _finish(ax, xlabel, ylabel, title, logy, legend=True, device=device, profile=profile)
 
 
-__all__ = ["loss_curves", "roofline", "stamp", "throughput_curve", "timing_bars"]
+def waterfall(labels: Sequence[str], speedups: Sequence[float], *, title: str = "",
+              device: str = "cpu", profile: str | Profile, ax: Axes | None = None) -> Axes:
+    """Draw a waterfall of cumulative speedup: one bar per step, from the last total to the next.
+
+    Args:
+        labels: one name per step (rung), in order.
+        speedups: each step's speedup over the step before it (> 1 faster); the first bar
+            starts at 1x (the baseline).
+        title: the plot's title.
+        device, profile: for the stamp (``profile``: the notebook's ``P``).
+        ax: draw here instead of on a new figure.
+
+    Returns:
+        The ``Axes`` (log y scale: equal factors are equal heights).
+
+    Raises:
+        ValueError: for lengths that differ, no steps, or a speedup <= 0.
+    """
+    if len(labels) != len(speedups) or not labels:
+        raise ValueError(f"waterfall needs as many labels as speedups (> 0), got "
+                         f"{len(labels)} and {len(speedups)}")
+    if any(s <= 0 for s in speedups):
+        raise ValueError(f"speedups must be > 0, got {list(speedups)}")
+    ax = _new_ax(ax, figsize=(7.2, 3.8))
+    level = 1.0
+    for i, s in enumerate(speedups):
+        new = level * s
+        low, high = sorted((level, new))
+        ax.bar(i, high - low, bottom=low, color="tab:green" if s >= 1 else "tab:red", width=0.6)
+        ax.text(i, high, f"{new:.2f}x", ha="center", va="bottom", fontsize=7)
+        if i + 1 < len(labels):
+            ax.plot([i + 0.3, i + 0.7], [new, new], color="0.5", lw=0.8)
+        level = new
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(range(len(labels)), list(labels), rotation=25, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("cumulative speedup over the baseline (x)")
+    ax.set_title(title)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    return stamp(ax, device, profile)
+
+
+def timeline(spans: Sequence[tuple[str, str, float, float]], *, title: str = "",
+             device: str = "cpu", profile: str | Profile, top: int = 8,
+             ax: Axes | None = None) -> Axes:
+    """Draw a profiler timeline: one row per thread (or stream), one box per op.
+
+    Args:
+        spans: ``(row, name, start_us, duration_us)`` per op, e.g. from a Chrome trace's
+            complete (``"ph": "X"``) events.
+        title: the plot's title.
+        device, profile: for the stamp.
+        top: ops with the most total time get their own colour (and a legend entry); the
+            rest are grey.
+        ax: draw here instead of on a new figure.
+
+    Returns:
+        The ``Axes`` (x in milliseconds from the first op).
+
+    Raises:
+        ValueError: for no spans.
+    """
+    if not spans:
+        raise ValueError("timeline needs at least one span")
+    import matplotlib.pyplot as plt
+
+    totals: dict[str, float] = {}
+    for _, name, _, dur in spans:
+        totals[name] = totals.get(name, 0.0) + dur
+    named = sorted(totals, key=totals.__getitem__, reverse=True)[:top]
+    cmap = plt.get_cmap("tab10")
+    colours = {n: cmap(i) for i, n in enumerate(named)}
+    rows = sorted({row for row, *_ in spans})
+    t0 = min(start for _, _, start, _ in spans)
+    ax = _new_ax(ax, figsize=(7.2, 0.6 + 0.5 * len(rows)))
+    boxes: dict[tuple[str, str], list[tuple[float, float]]] = {}  # one artist per row and colour
+    for row, name, start, dur in spans:
+        boxes.setdefault((row, name if name in colours else ""), []).append(
+            ((start - t0) / 1e3, dur / 1e3))
+    for (row, name), ranges in boxes.items():
+        ax.broken_barh(ranges, (rows.index(row) - 0.4, 0.8), facecolors=colours.get(name, "0.8"),
+                       edgecolor="none")
+    ax.set_yticks(range(len(rows)), rows, fontsize=7)
+    ax.set_xlabel("time (ms)")
+    ax.set_title(title)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[n]) for n in named]
+    ax.legend(handles, named, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return stamp(ax, device, profile)
+
+
+__all__ = ["loss_curves", "roofline", "stamp", "throughput_curve", "timeline", "timing_bars",
+           "waterfall"]

@@ -38,6 +38,10 @@ def _right_answers() -> dict:
         "04.3": (1347 // 2 // 32) // 2,
         "05.1": 8 * 128,
         "05.2": 1 + (len(ak.data.digits().y_train) % 100 != 0),
+        "06.1": ak.gpt.flops_per_token(ak.gpt.GPTConfig(n_layer=12, n_head=12, n_embd=768,
+                                                        block_size=1024), 85_000_000),
+        "06.2": 100 * 8,  # k all-reduce rounds per step without no_sync
+        "06.3": 6 * (48 - 2),  # per checkpointed block: its activations minus its kept input
     }
 
 

@@ -31,6 +31,12 @@ REQUIRED = {
                                      "ddp.grad_copy_saved_bytes", "ddp.uneven_hang_report_s"],
     "05_tpu": ["tpu.replicas", "tpu.xla_first_call_s", "tpu.xla_steady_call_s",
                "tpu.recompiles_on_new_shape"],
+    "06_capstone_gpt": ["gpt.params", "gpt.tokens_per_s_baseline", "gpt.tokens_per_s_final",
+                        "gpt.ladder_speedup", "gpt.mfu_baseline", "gpt.mfu_final",
+                        "gpt.sdpa_speedup", "gpt.sdpa_peak_mem_ratio", "gpt.ckpt_peak_mem_ratio",
+                        "gpt.ckpt_time_ratio", "gpt.no_sync_allreduce_ratio",
+                        "gpt.ddp_scaling_efficiency", "gpt.loss_delta_max",
+                        "gpt.keras_tokens_per_s"],
 }
 
 

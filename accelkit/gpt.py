@@ -1,0 +1,584 @@
+"""A small GPT (decoder-only transformer) and its offline byte-level corpus, for notebook 06.
+
+The model follows GPT-2 / nanoGPT: token + position embedding, ``n_layer`` pre-norm blocks of
+causal self-attention and an MLP, a final LayerNorm and an output head *tied* to the token
+embedding.  Two things are switchable at run time, because notebook 06 measures them:
+
+* the attention: ``"manual"`` writes softmax(QKᵀ/√d + mask)·V by hand (the T×T score matrix
+  is materialised), ``"sdpa"`` calls ``torch.nn.functional.scaled_dot_product_attention``
+  (fused kernels: FlashAttention / memory-efficient on a GPU, a flash kernel on a CPU);
+* activation checkpointing: the first ``checkpoint_blocks`` blocks run under
+  ``torch.utils.checkpoint.checkpoint`` (their activations are recomputed in the backward).
+
+The corpus is the source code of a fixed list of Python standard-library modules
+(:data:`CORPUS_FILES`), read from this interpreter's ``sysconfig.get_paths()["stdlib"]``:
+every machine with Python has it, so nothing is downloaded.  Its bytes (vocabulary 256) are
+the tokens.  The text differs between Python versions, so :class:`Corpus` reports its size
+and SHA-256; within one interpreter it is deterministic.
+
+Owns: :class:`GPTConfig`, :class:`GPT`, :func:`flops_per_token` (the MFU numerator),
+:func:`mfu`, :func:`load_corpus`, :func:`batches` / :class:`Windows` (the batch sampler),
+:func:`peak_bytes` (peak memory on any device), :func:`generate`.
+Lives elsewhere: timing (:mod:`accelkit.bench`), the hardware peaks (:mod:`accelkit.hardware`,
+:mod:`accelkit.roofline`), launching the DDP worker (:mod:`accelkit.launch`,
+``notebooks/workers/gpt_ddp.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sysconfig
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+ATTENTIONS = ("manual", "sdpa")
+
+#: The corpus: standard-library modules present, as plain ``.py`` files, in every CPython
+#: from 3.10 on (none of them was removed by PEP 594), in this order.
+CORPUS_FILES: tuple[str, ...] = (
+    "textwrap.py", "heapq.py", "bisect.py", "string.py", "fnmatch.py", "shlex.py", "glob.py",
+    "queue.py", "sched.py", "contextlib.py", "functools.py", "random.py", "statistics.py",
+    "fractions.py", "dataclasses.py", "abc.py", "copy.py", "difflib.py", "csv.py",
+    "argparse.py",
+)
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    """The shape of a GPT.
+
+    Attributes:
+        vocab_size: tokens in the vocabulary (256 for bytes).
+        block_size: the longest sequence (context) the position embedding covers, T_max.
+        n_layer: transformer blocks, L.
+        n_head: attention heads, H (``n_embd`` must be divisible by it).
+        n_embd: model width, d.
+        attention: ``"manual"`` or ``"sdpa"`` (see the module docstring).
+
+    Example: ``GPTConfig(n_layer=12, n_head=12, n_embd=768, block_size=1024)  # GPT-2 small``
+    """
+
+    vocab_size: int = 256
+    block_size: int = 128
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 128
+    attention: str = "manual"
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"GPTConfig.{name} must be an int >= 1, got {value!r}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd {self.n_embd} must be divisible by n_head {self.n_head}")
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got {self.attention!r}")
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention; ``self.attention`` picks the implementation.
+
+    **Shape** ``x: (B, T, C)`` -> ``(B, T, C)``.
+    """
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.attention = cfg.attention
+        self.qkv = nn.Linear(cfg.n_embd, 3 * cfg.n_embd)
+        self.proj = nn.Linear(cfg.n_embd, cfg.n_embd)
+        mask = torch.tril(torch.ones(cfg.block_size, cfg.block_size, dtype=torch.bool))
+        self.register_buffer("mask", mask, persistent=False)  # (T_max, T_max): True = may see
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)  # each (B, T, C)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                   for t in (q, k, v))  # (B, H, T, C/H)
+        if self.attention == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            mask: torch.Tensor = self.mask  # type: ignore[assignment]
+            y = manual_attention(q, k, v, mask[:T, :T])
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+def manual_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     mask: torch.Tensor) -> torch.Tensor:
+    """softmax(QKᵀ/√d, masked) · V, written out (Vaswani et al. 2017, eq. 1).
+
+    **Shape** ``q, k, v: (B, H, T, D)``, ``mask: (T, T)`` bool (True where a query may attend)
+    -> ``(B, H, T, D)``.  The ``(B, H, T, T)`` score matrix is materialised (and kept for the
+    backward pass): this is what fused attention avoids.
+    """
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, H, T, T)
+    att = att.masked_fill(~mask, float("-inf"))
+    return torch.softmax(att, dim=-1) @ v
+
+
+class Block(nn.Module):
+    """One pre-norm transformer block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.n_embd)
+        self.attn = CausalSelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.n_embd)
+        self.mlp = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd), nn.GELU(),
+                                 nn.Linear(4 * cfg.n_embd, cfg.n_embd))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """A GPT-2-shaped decoder-only transformer (after Karpathy's nanoGPT).
+
+    Attributes:
+        cfg: its :class:`GPTConfig`.
+        checkpoint_blocks: how many blocks (the first ones) recompute their activations in
+            the backward pass (``torch.utils.checkpoint``, non-reentrant); 0 = none.
+
+    **Shape** ``idx: (B, T)`` int64 token ids, ``T <= cfg.block_size`` -> logits
+    ``(B, T, vocab_size)``; with ``targets: (B, T)`` also the mean cross-entropy loss.
+
+    Example: ``logits, loss = GPT(GPTConfig())(x, y)``
+    """
+
+    def __init__(self, cfg: GPTConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.checkpoint_blocks = 0
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.head.weight = self.wte.weight  # tied: the output head is the token embedding
+        self.apply(_init_weights)
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections by 1/√(2L)
+            if name.endswith(("attn.proj.weight", "mlp.2.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    def set_attention(self, kind: str) -> GPT:
+        """Switch every block's attention to ``"manual"`` or ``"sdpa"``; returns ``self``."""
+        if kind not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got {kind!r}")
+        for block in self.blocks:
+            block.attn.attention = kind  # type: ignore[union-attr]
+        self.cfg = replace(self.cfg, attention=kind)
+        return self
+
+    def forward(self, idx: torch.Tensor,
+                targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        T = idx.size(1)
+        if T > self.cfg.block_size:
+            raise ValueError(f"sequence of {T} tokens is longer than block_size "
+                             f"{self.cfg.block_size}")
+        pos = torch.arange(T, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)  # (B, T, C)
+        for i, block in enumerate(self.blocks):
+            if i < self.checkpoint_blocks and torch.is_grad_enabled():
+                x = checkpoint(block, x, use_reentrant=False)
+            else:
+                x = block(x)
+        logits = self.head(self.ln_f(x))  # (B, T, V)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+
+def _init_weights(module: nn.Module) -> None:
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.Embedding):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+
+def n_params(model: nn.Module, non_embedding: bool = True) -> int:
+    """Count parameters (shared ones once); ``non_embedding`` leaves out the position embedding.
+
+    The convention of nanoGPT's ``get_num_params`` and Kaplan et al. (2020): the position
+    embedding does no matrix multiply, while the token embedding is also the output head (tied)
+    and stays in.
+    """
+    total = sum(p.numel() for p in model.parameters())
+    wpe = getattr(model, "wpe", None)
+    if non_embedding and isinstance(wpe, nn.Embedding):
+        total -= wpe.weight.numel()
+    return total
+
+
+def flops_per_token(cfg: GPTConfig, n_param: int, seq_len: int | None = None) -> float:
+    """Training FLOPs per token: ``6·N + 12·L·d·T`` (forward + backward).
+
+    The dense part: each parameter takes part in one multiply-add (2 FLOPs) per token in the
+    forward pass and two in the backward (gradients for the input and for the weight): 6·N.
+    The attention part: QKᵀ and the product with V each cost ``2·T·d`` per token and layer
+    forward, so ``12·L·d·T`` for training.  Sources: PaLM (Chowdhery et al. 2022), appendix
+    B; Kaplan et al. 2020, section 2.1; nanoGPT's ``estimate_mfu``.  The full T×T matrix is
+    counted although a causal mask needs only half: the convention every MFU table uses.
+
+    Args:
+        cfg: the model's shape (L = ``n_layer``, d = ``n_embd``).
+        n_param: N, the non-embedding parameters (:func:`n_params`).
+        seq_len: T, the sequence length trained on; default ``cfg.block_size``.
+
+    Returns:
+        FLOPs per token (float).
+
+    Example: ``flops_per_token(GPTConfig(n_layer=12, n_embd=768, block_size=1024), 124_000_000)``
+    """
+    t = cfg.block_size if seq_len is None else seq_len
+    return 6.0 * n_param + 12.0 * cfg.n_layer * cfg.n_embd * t
+
+
+def mfu(tokens_per_s: float, flops_token: float, peak_tflops: float) -> float:
+    """Model FLOPs utilisation: achieved model FLOP/s ÷ the peak (a fraction, 0..1).
+
+    Model FLOPs count the work the model needs (:func:`flops_per_token`), not work a
+    technique adds (recomputation under checkpointing counts in *hardware* FLOPs utilisation,
+    HFU, instead).  ``peak_tflops`` must be the dense peak of the dtype the matmuls run in.
+    """
+    if peak_tflops <= 0:
+        raise ValueError(f"peak_tflops must be > 0, got {peak_tflops}")
+    return tokens_per_s * flops_token / (peak_tflops * 1e12)
+
+
+# ----------------------------------------------------------------------------- corpus
+@dataclass(frozen=True)
+class Corpus:
+    """The byte-level corpus.
+
+    Attributes:
+        data: ``(n_bytes,)`` uint8 tensor, the files concatenated (each preceded by a header
+            line ``# ==== name ====``).
+        files: the files read, in order.
+        sha256: hex digest of the bytes (differs between Python versions).
+    """
+
+    data: torch.Tensor
+    files: tuple[str, ...]
+    sha256: str
+
+    def split(self, train_fraction: float = 0.9) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(train, val)``: the first ``train_fraction`` of the bytes, and the rest."""
+        n = int(len(self.data) * train_fraction)
+        return self.data[:n], self.data[n:]
+
+    def __str__(self) -> str:
+        return (f"{len(self.data):,} bytes from {len(self.files)} standard-library files "
+                f"(sha256 {self.sha256[:12]}...)")
+
+
+def load_corpus(files: Sequence[str] = CORPUS_FILES, stdlib: str | None = None) -> Corpus:
+    """Read the standard-library files ``files`` into one byte tensor.
+
+    Args:
+        files: file names relative to the stdlib folder (default :data:`CORPUS_FILES`).
+        stdlib: the folder; default ``sysconfig.get_paths()["stdlib"]`` of this interpreter.
+
+    Raises:
+        FileNotFoundError: when none of the files exists (a Python without its source files,
+            e.g. some embedded builds): install the full Python, or pass ``stdlib=``.
+    """
+    root = Path(stdlib or sysconfig.get_paths()["stdlib"])
+    found = [f for f in files if (root / f).is_file()]
+    if not found:
+        raise FileNotFoundError(f"none of {list(files)} under {root}: this Python has no "
+                                "standard-library sources; install a full CPython")
+    blob = b"".join(f"# ==== {f} ====\n".encode() + (root / f).read_bytes() for f in found)
+    data = torch.frombuffer(bytearray(blob), dtype=torch.uint8).clone()
+    return Corpus(data, tuple(found), hashlib.sha256(blob).hexdigest())
+
+
+def batch_starts(n_tokens: int, n: int, batch: int, seq_len: int, *,
+                 seed: int = 0) -> list[torch.Tensor]:
+    """Return ``n`` tensors of ``batch`` random window starts in ``[0, n_tokens - seq_len)``.
+
+    The same ``seed`` gives the same starts: what :func:`batches` cuts, and what a loop that
+    cuts its batches on the fly (:func:`window`) cuts too.
+
+    Raises:
+        ValueError: when ``n_tokens`` is not larger than ``seq_len``.
+    """
+    if n_tokens <= seq_len:
+        raise ValueError(f"{n_tokens} tokens cannot fill a window of {seq_len} + 1")
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(n_tokens - seq_len, (batch,), generator=g) for _ in range(n)]
+
+
+def batches(data: torch.Tensor, n: int, batch: int, seq_len: int, *,
+            seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Return ``n`` batches of random windows of ``data``, the same for the same ``seed``.
+
+    **Shape** each ``(x, y)``: ``(batch, seq_len)`` int64; ``y`` is ``x`` shifted by one
+    token (next-token targets).
+
+    Raises:
+        ValueError: when ``data`` is not longer than ``seq_len``.
+    """
+    return [window(data, s, seq_len)
+            for s in batch_starts(len(data), n, batch, seq_len, seed=seed)]
+
+
+def window(data: torch.Tensor, starts: torch.Tensor,
+           seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cut ``(x, y)`` windows of ``seq_len`` tokens at ``starts``: ``(len(starts), seq_len)``."""
+    rows = torch.stack([data[s:s + seq_len + 1] for s in starts.tolist()]).long()
+    return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+
+
+class Windows(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """A map-style dataset of windows starting every ``stride`` tokens, for ``DataLoader``.
+
+    Defined in a module (not in a notebook) so ``DataLoader`` workers can unpickle it under
+    the ``spawn`` start method (macOS, Windows).
+    """
+
+    def __init__(self, data: torch.Tensor, seq_len: int, stride: int | None = None) -> None:
+        self.data, self.seq_len, self.stride = data, seq_len, stride or seq_len
+
+    def __len__(self) -> int:
+        return (len(self.data) - self.seq_len - 1) // self.stride + 1
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = window(self.data, torch.tensor([i * self.stride]), self.seq_len)
+        return x[0], y[0]
+
+
+# ----------------------------------------------------------------------------- helpers
+def peak_bytes(fn: Callable[[], Any], device: Any) -> int:
+    """Return the peak memory ``fn()`` allocates above what was allocated before, in bytes.
+
+    CUDA: :func:`accelkit.memory.peak_memory_bytes` (the caching allocator's counters).
+    Other devices: ``torch.profiler`` with ``profile_memory=True``, which records every
+    allocation (+bytes) and free (-bytes) as a ``[memory]`` event; the peak is the highest
+    running sum of those events in time order.
+    """
+    from accelkit import memory
+
+    peak = memory.peak_memory_bytes(fn, device)
+    if peak is not None:
+        return peak
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events()
+              if e.name() == "[memory]"]
+    total = top = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        total += event.nbytes()
+        top = max(top, total)
+    return int(top)
+
+
+class Stepper:
+    """One training configuration; each call takes one optimizer step on the next batch.
+
+    The same object serves the ladder of notebook 06, its DDP worker and the loss check:
+    ``batches`` is a list of ``(x, y)`` (prepared ahead) or a function ``i -> (x, y)`` (cut
+    on the fly, the unfed baseline).  With ``accum = k`` the batch is split into ``k``
+    micro-batches whose gradients add up (each loss divided by ``k``) before one optimizer
+    step: the same gradient as the whole batch, at about 1/k of the activation memory.  With
+    ``no_sync`` (a DDP model's ``no_sync``) the first ``k - 1`` backward passes skip the
+    all-reduce.
+
+    Args:
+        model: the model (a :class:`GPT`, compiled or DDP-wrapped: it returns ``(logits, loss)``).
+        opt: its optimizer.
+        batches: a list of ``(x, y)`` or a function ``i -> (x, y)``.
+        accum: micro-batches per step, k (must divide the batch).
+        amp: an :class:`accelkit.precision.AmpChoice` to run the forward under autocast
+            (a GradScaler is made when it needs one), or ``None`` for full precision.
+        device: where ``x, y`` go (``non_blocking`` copies; a no-op when already there).
+        no_sync: ``ddp_model.no_sync`` to skip the all-reduce of the first ``k - 1`` passes.
+
+    Raises:
+        ValueError: for ``accum < 1``.
+    """
+
+    def __init__(self, model: nn.Module, opt: torch.optim.Optimizer,
+                 batches: Sequence[tuple[torch.Tensor, torch.Tensor]]
+                 | Callable[[int], tuple[torch.Tensor, torch.Tensor]], *, accum: int = 1,
+                 amp: Any = None, device: Any = "cpu",
+                 no_sync: Callable[[], Any] | None = None) -> None:
+        if not isinstance(accum, int) or accum < 1:
+            raise ValueError(f"accum must be an int >= 1, got {accum!r}")
+        self.model, self.opt, self.batches, self.accum = model, opt, batches, accum
+        self.amp, self.device, self.no_sync, self.i = amp, device, no_sync, 0
+        self.scaler = None
+        if amp is not None and amp.needs_scaler:
+            self.scaler = torch.amp.GradScaler(amp.device_type)
+
+    def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``i``-th batch (lists wrap around), moved to the device."""
+        b = self.batches(i) if callable(self.batches) else self.batches[i % len(self.batches)]
+        return tuple(t.to(self.device, non_blocking=True) for t in b)  # type: ignore[return-value]
+
+    def __call__(self) -> torch.Tensor:
+        from torch.profiler import record_function  # labels the profiler's table and trace
+
+        with record_function("batch"):
+            x, y = self.batch(self.i)
+        self.i += 1
+        if x.size(0) % self.accum:
+            raise ValueError(f"batch {x.size(0)} is not divisible into {self.accum} micro-batches")
+        total = torch.zeros((), device=x.device)
+        for j, (xm, ym) in enumerate(zip(x.chunk(self.accum), y.chunk(self.accum))):
+            skip = self.no_sync is not None and j < self.accum - 1
+            with self.no_sync() if skip and self.no_sync is not None else nullcontext():
+                with record_function("forward"), (
+                        torch.autocast(self.amp.device_type, self.amp.dtype)
+                        if self.amp is not None else nullcontext()):
+                    _, loss = self.model(xm, ym)
+                    loss = loss / self.accum
+                with record_function("backward"):
+                    (self.scaler.scale(loss) if self.scaler else loss).backward()
+            total += loss.detach()
+        with record_function("optimizer"):
+            if self.scaler is not None:
+                self.scaler.step(self.opt)
+                self.scaler.update()
+            else:
+                self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+        return total
+
+    def train(self, steps: int) -> list[float]:
+        """Take ``steps`` steps; return the training loss of each."""
+        return [float(self()) for _ in range(steps)]
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> float:
+    """The mean cross-entropy of ``model`` on one ``(x, y)`` batch, in fp32, eval mode."""
+    was = model.training
+    model.eval()
+    _, loss = model(*batch)
+    model.train(was)
+    return float(loss)
+
+
+def trace_spans(path: str | Path, categories: Sequence[str] = ("user_annotation", "cpu_op",
+                                                                 "kernel", "gpu_memcpy")
+                ) -> list[tuple[str, str, float, float]]:
+    """Read the outermost spans of a Chrome trace (``prof.export_chrome_trace``) per thread.
+
+    Returns ``(row, name, start_us, duration_us)`` for each complete event (``"ph": "X"``)
+    of ``categories`` not nested inside another of its category on the same thread or
+    stream; ``row`` is ``"<category> <tid>"``.  For :func:`accelkit.plot.timeline`.
+    """
+    import json
+
+    events = json.loads(Path(path).read_text(encoding="utf-8"))["traceEvents"]
+    spans = []
+    for cat in categories:
+        mine = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == cat),
+                      key=lambda e: (e["tid"], float(e["ts"]), -float(e.get("dur", 0))))
+        end: dict[Any, float] = {}
+        for e in mine:
+            ts, dur = float(e["ts"]), float(e.get("dur", 0))
+            if ts >= end.get(e["tid"], float("-inf")):  # not inside the last outer span
+                spans.append((f"{cat} {e['tid']}", str(e["name"]), ts, dur))
+                end[e["tid"]] = ts + dur
+    return spans
+
+
+def keras_gpt(cfg: GPTConfig, *, policy: str | None = None) -> Any:
+    """The same GPT in Keras 3 (TensorFlow backend), for notebook 06's side-by-side.
+
+    Same blocks (pre-norm, causal ``MultiHeadAttention``, GELU MLP), learned position
+    embedding; two differences: the output head is a separate ``Dense`` (not tied, so
+    ``V·d`` more parameters) and attention is Keras's (on TensorFlow it computes the scores
+    like :func:`manual_attention`; Keras has no fused attention kernel there).  The logits
+    are float32 under a mixed ``policy``.
+
+    **Shape** ``(B, T)`` int32 -> logits ``(B, T, vocab_size)``.
+    """
+    import keras
+    from keras import layers
+
+    class PositionEmbedding(layers.Layer):
+        def build(self, input_shape: Any) -> None:
+            self.w = self.add_weight(shape=(cfg.block_size, cfg.n_embd), name="wpe",
+                                     initializer=keras.initializers.RandomNormal(stddev=0.02))
+
+        def call(self, x: Any) -> Any:
+            return x + keras.ops.cast(self.w[: keras.ops.shape(x)[1]], x.dtype)
+
+    old = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy or "float32")
+    try:
+        idx = keras.Input((cfg.block_size,), dtype="int32")
+        x = PositionEmbedding()(layers.Embedding(cfg.vocab_size, cfg.n_embd)(idx))
+        for _ in range(cfg.n_layer):
+            h = layers.LayerNormalization(epsilon=1e-5)(x)
+            x = x + layers.MultiHeadAttention(cfg.n_head, cfg.n_embd // cfg.n_head)(
+                h, h, use_causal_mask=True)
+            h = layers.LayerNormalization(epsilon=1e-5)(x)
+            h = layers.Dense(4 * cfg.n_embd, activation="gelu")(h)
+            x = x + layers.Dense(cfg.n_embd)(h)
+        x = layers.LayerNormalization(epsilon=1e-5)(x)
+        logits = layers.Dense(cfg.vocab_size, dtype="float32")(x)
+        return keras.Model(idx, logits)
+    finally:
+        keras.config.set_dtype_policy(old)
+
+
+@torch.no_grad()
+def generate(model: GPT, prompt: torch.Tensor, new_tokens: int, *,
+             temperature: float = 0.8, seed: int = 0) -> torch.Tensor:
+    """Sample ``new_tokens`` tokens after ``prompt`` ``(1, T0)``; returns ``(1, T0 + new)``."""
+    g = torch.Generator(device=prompt.device).manual_seed(seed)
+    idx = prompt
+    for _ in range(new_tokens):
+        logits, _ = model(idx[:, -model.cfg.block_size:])
+        probs = torch.softmax(logits[:, -1, :].float() / temperature, dim=-1)
+        idx = torch.cat([idx, torch.multinomial(probs, 1, generator=g)], dim=1)
+    return idx
+
+
+def decode(tokens: torch.Tensor) -> str:
+    """Bytes -> text (invalid UTF-8 sequences are replaced)."""
+    return bytes(tokens.flatten().tolist()).decode("utf-8", errors="replace")
+
+
+__all__ = [
+    "ATTENTIONS",
+    "CORPUS_FILES",
+    "GPT",
+    "Corpus",
+    "Stepper",
+    "GPTConfig",
+    "Windows",
+    "batch_starts",
+    "batches",
+    "decode",
+    "evaluate",
+    "flops_per_token",
+    "generate",
+    "keras_gpt",
+    "load_corpus",
+    "manual_attention",
+    "mfu",
+    "n_params",
+    "peak_bytes",
+    "trace_spans",
+    "window",
+]

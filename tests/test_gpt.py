@@ -1,0 +1,194 @@
+"""ak.gpt: the capstone's model, FLOPs formula, corpus and sampler."""
+
+import copy
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from accelkit import gpt
+
+TINY = gpt.GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16)
+
+
+def _model(cfg=TINY, seed=0):
+    torch.manual_seed(seed)
+    return gpt.GPT(cfg)
+
+
+def test_shapes_and_loss():
+    model = _model()
+    x = torch.randint(0, 256, (3, 16))
+    with torch.no_grad():
+        logits, loss = model(x, x)
+    assert logits.shape == (3, 16, 256)
+    assert loss.shape == () and 4.0 < loss.item() < 7.0  # ~ln 256 at initialisation
+    assert model(x[:, :5])[1] is None and model(x[:, :5])[0].shape == (3, 5, 256)
+    with pytest.raises(ValueError, match="longer than block_size"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_head_is_tied_to_the_token_embedding():
+    model = _model()
+    assert model.head.weight is model.wte.weight
+    assert gpt.n_params(model, non_embedding=False) - gpt.n_params(model) == 16 * 32
+
+
+@pytest.mark.parametrize("attention", gpt.ATTENTIONS)
+def test_causal_no_future_leakage(attention):
+    model = _model().set_attention(attention).eval()
+    x = torch.randint(0, 256, (2, 16))
+    x2 = x.clone()
+    x2[:, 10:] = (x2[:, 10:] + 1) % 256  # change only the future of position 9
+    with torch.no_grad():
+        a, b = model(x)[0], model(x2)[0]
+    torch.testing.assert_close(a[:, :10], b[:, :10])
+    assert not torch.allclose(a[:, 10:], b[:, 10:])
+
+
+def test_a_broken_mask_is_caught():
+    """The leakage check can fail: with an all-True mask the past sees the future."""
+    q, k, v = torch.randn(3, 1, 2, 8, 4).unbind(0)
+    v2 = v.clone()
+    v2[:, :, 4:] += 1
+    full = torch.ones(8, 8, dtype=torch.bool)
+    assert not torch.equal(gpt.manual_attention(q, k, v, full)[:, :, :4],
+                           gpt.manual_attention(q, k, v2, full)[:, :, :4])
+
+
+def test_hand_attention_equals_sdpa():
+    q, k, v = torch.randn(3, 2, 4, 16, 8).unbind(0)
+    mask = torch.tril(torch.ones(16, 16, dtype=torch.bool))
+    torch.testing.assert_close(
+        gpt.manual_attention(q, k, v, mask),
+        torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+        rtol=1e-5, atol=1e-6)
+    model = _model()
+    other = copy.deepcopy(model).set_attention("sdpa")
+    x = torch.randint(0, 256, (2, 16))
+    torch.testing.assert_close(model(x, x)[1], other(x, x)[1], rtol=1e-5, atol=1e-6)
+
+
+def test_flops_formula_against_a_hand_count():
+    cfg = gpt.GPTConfig(n_layer=3, n_head=2, n_embd=32, block_size=16)
+    L, d, T, V = 3, 32, 16, 256
+    # per token, forward: qkv 2*d*3d, proj 2*d*d, MLP 2*(d*4d)*2, head 2*d*V, QK^T and AV 2*T*d each
+    forward = L * (2 * d * 3 * d + 2 * d * d + 2 * 2 * d * 4 * d + 2 * 2 * T * d) + 2 * d * V
+    weights = L * (3 * d * d + d * d + 8 * d * d) + V * d
+    assert gpt.flops_per_token(cfg, weights) == 3 * forward  # backward = 2x forward
+    model = _model(cfg)
+    x = torch.randint(0, 256, (2, T))
+    with FlopCounterMode(display=False) as counter:
+        model(x, x)[1].backward()
+    assert counter.get_total_flops() == 3 * forward * x.numel()
+
+
+def test_flops_of_gpt2_small():
+    # nanoGPT's estimate_mfu for GPT-2 small: 6N + 12 L H Q T with N ~ 124M (tied, minus wpe)
+    cfg = gpt.GPTConfig(n_layer=12, n_head=12, n_embd=768, block_size=1024, vocab_size=50257)
+    assert gpt.flops_per_token(cfg, 124_000_000) == 6 * 124e6 + 12 * 12 * 768 * 1024
+    assert gpt.mfu(1000.0, 1e9, 1.0) == pytest.approx(1.0)  # 1e12 FLOP/s of a 1 TFLOP/s peak
+    with pytest.raises(ValueError):
+        gpt.mfu(1.0, 1.0, 0.0)
+
+
+def test_corpus_is_deterministic_and_offline():
+    a, b = gpt.load_corpus(), gpt.load_corpus()
+    assert a.sha256 == b.sha256 and torch.equal(a.data, b.data)
+    assert a.files == gpt.CORPUS_FILES  # every file exists on CPython 3.10+
+    assert len(a.data) > 200_000 and a.data.dtype == torch.uint8
+    train, val = a.split(0.9)
+    assert len(train) + len(val) == len(a.data)
+    assert gpt.decode(a.data[:20]).startswith("# ==== textwrap.py")
+
+
+def test_corpus_without_sources_says_why(tmp_path):
+    with pytest.raises(FileNotFoundError, match="standard-library sources"):
+        gpt.load_corpus(stdlib=str(tmp_path))
+
+
+def test_batches_are_deterministic_and_shifted():
+    data = torch.arange(1000, dtype=torch.int64) % 256
+    one = gpt.batches(data, 3, 4, 8, seed=5)
+    two = gpt.batches(data, 3, 4, 8, seed=5)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(one, two))
+    x, y = one[0]
+    assert x.shape == y.shape == (4, 8) and x.dtype == torch.int64
+    torch.testing.assert_close(y[:, :-1], x[:, 1:])
+    starts = gpt.batch_starts(len(data), 3, 4, 8, seed=5)
+    torch.testing.assert_close(gpt.window(data, starts[1], 8)[0], one[1][0])
+    assert not torch.equal(gpt.batches(data, 1, 4, 8, seed=6)[0][0], x)
+    ds = gpt.Windows(data, 8)
+    assert len(ds) == (1000 - 9) // 8 + 1 and ds[1][0].tolist() == list(range(8, 16))
+
+
+def test_accumulation_gives_the_same_step():
+    data = gpt.load_corpus().data
+    batch = gpt.batches(data, 2, 4, 16, seed=0)
+    models = [_model(), _model()]
+    for model, accum in zip(models, (1, 4)):
+        gpt.Stepper(model, torch.optim.SGD(model.parameters(), lr=0.1), batch,
+                    accum=accum).train(2)
+    for p, q in zip(models[0].parameters(), models[1].parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="not divisible"):
+        gpt.Stepper(models[0], torch.optim.SGD(models[0].parameters(), lr=0.1), batch,
+                    accum=3)()
+
+
+def test_checkpointing_same_gradients_less_memory():
+    cfg = gpt.GPTConfig(n_layer=2, n_head=2, n_embd=64, block_size=64)
+    x = torch.randint(0, 256, (8, 64))
+    grads, peaks = [], []
+    for ckpt in (0, 2):
+        model = _model(cfg)
+        model.checkpoint_blocks = ckpt
+
+        def step(model=model):
+            model.zero_grad(set_to_none=True)
+            model(x, x)[1].backward()
+
+        step()
+        grads.append([p.grad.clone() for p in model.parameters()])
+        model.zero_grad(set_to_none=True)
+        peaks.append(gpt.peak_bytes(step, "cpu"))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert peaks[1] < peaks[0], peaks
+
+
+def test_generate_appends_tokens():
+    model = _model().eval()
+    out = gpt.generate(model, torch.tensor([[100, 101]]), 5)
+    assert out.shape == (1, 7) and out[0, :2].tolist() == [100, 101]
+    assert isinstance(gpt.decode(out), str)
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="divisible"):
+        gpt.GPTConfig(n_embd=30, n_head=4)
+    with pytest.raises(ValueError, match="attention"):
+        gpt.GPTConfig(attention="flash")
+    with pytest.raises(ValueError):
+        _model().set_attention("nope")
+
+
+@pytest.mark.slow
+def test_ddp_worker_counts_one_allreduce_per_step_and_trains_like_one_process(tmp_path):
+    from accelkit import launch, scripts
+
+    k, steps, batch, seq = 2, 3, 4, 32
+    args = ["--layers", 1, "--heads", 2, "--embd", 32, "--seq", seq, "--batch", batch,
+            "--accum", k, "--steps", steps, "--repeats", 1]
+    res = launch.torchrun(scripts.worker_script("gpt_ddp.py"), args, nproc=2, timeout_s=120,
+                          out=tmp_path / "ddp.json", stream=False).read_json()
+    assert res["allreduces_sync_every_micro_batch"] == k * steps
+    assert res["allreduces_no_sync"] == steps
+    cfg = gpt.GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=seq, attention="sdpa")
+    model = _model(cfg)
+    train, val = gpt.load_corpus().split()
+    gpt.Stepper(model, torch.optim.AdamW(model.parameters(), lr=1e-3),
+                gpt.batches(train, steps, batch, seq, seed=0)).train(steps)
+    ref = gpt.evaluate(model, gpt.batches(val, 1, batch, seq, seed=1)[0])
+    assert res["val_loss_no_sync"] == pytest.approx(ref, abs=1e-4)
+    assert res["val_loss_sync_every_micro_batch"] == pytest.approx(ref, abs=1e-4)
