@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 _MODULES = (
     "bench",
     "checks",
+    "claims",
     "comm_bench",
     "comm_model",
     "config",

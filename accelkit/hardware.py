@@ -16,6 +16,10 @@ never initialises CUDA); emulating a CPU class on this CPU (``$ACCELKIT_HARDWARE
 instruction-set caps) in :mod:`accelkit.emulation`; the AMP objects built from a class in
 :mod:`accelkit.precision`; ``doctor --hardware NAME`` in :mod:`accelkit.env`.
 
+The claims themselves (each claim's floor and reason per kind of hardware) are written in
+:mod:`accelkit.claims`; a class holds the ones that apply to it (:meth:`HardwareClass.claim`).
+``Claim`` and ``CLAIMS`` are re-exported here.
+
 Floors are re-derived from measurements, never from one good run: a floor must hold in every
 mode of its class (this course's CI CPU switches between two bf16 speeds, 0.37 and 1.05
 TFLOP/s on a 1024² matmul, while fp32 stays at 0.21), and it is checked against the
@@ -30,119 +34,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelkit import dtypes
+from accelkit import claims, dtypes
+from accelkit.claims import CLAIMS, Claim
 
 HARDWARE_ENV = "ACCELKIT_HARDWARE"
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A speedup claim's floor on one hardware class.
-
-    Attributes:
-        floor: the candidate is at least this many times faster (``None``: no claim here).
-        why: why the floor holds on this class (measurement, or the hardware fact).
-    """
-
-    floor: float | None
-    why: str
-
-
-#: Every speedup claim the notebooks assert, with what it compares.
-CLAIMS: dict[str, str] = {
-    "bf16_matmul": "bf16 vs fp32 matmul (00, 02)",
-    "amp_step_torch": "PyTorch autocast training step vs fp32 (02)",
-    "amp_step_tf": "Keras mixed-precision training step vs float32 (02)",
-    "pinned_copy": "pinned + non_blocking host-to-device copy vs pageable (00)",
-    "compile_chain": "torch.compile of a bias-ReLU-scale chain vs eager (03)",
-    "compile_gelu": "torch.compile of a bias-GELU-scale chain vs eager (03)",
-    "conv_bn_fold": "Conv+BN folded vs unfused, inference (03)",
-    "fused_adamw": "fused AdamW vs for-loop AdamW (03)",
-    "foreach_adamw": "foreach AdamW vs for-loop AdamW (03)",
-    "xla_poly": "XLA jit_compile vs tf.function, arithmetic chain (03)",
-    "xla_relu": "XLA jit_compile vs tf.function, ReLU chain (03)",
-    "steps_per_execution": "Keras steps_per_execution=N vs 1 (05)",
-    "tf32_matmul": "fp32 matmul computed as TF32 vs IEEE fp32 (02)",
-    "compile_chain_prealloc": "torch.compile of the bias-ReLU-scale chain vs eager doing the "
-                              "same work (intermediates preallocated) (03)",
-    "compile_gemm": "torch.compile of a GEMM-bound Linear+GELU block vs eager: about 1x (03)",
-    "gpt_sdpa": "GPT training step, scaled_dot_product_attention vs hand-written attention (06)",
-    "gpt_amp": "GPT training step, autocast (the class's dtype) vs fp32 (06)",
-    "gpt_compile": "GPT training step, torch.compile vs eager (06)",
-    "gpt_fused_adamw": "GPT training step, fused AdamW vs for-loop AdamW (06)",
-}
-
-_MEASURED_CPU = "measured on the course's 2-core CI CPU (a Xeon VM)"
-
-#: Claims shared by every CPU class (memory-bound fusion and per-call overhead).
-_CPU_CLAIMS: dict[str, Claim] = {
-    "pinned_copy": Claim(None, "no device to copy to: CPU tensors stay where they are"),
-    "compile_chain": Claim(2.5, "3 eager passes vs 1 fused pass over memory: 3x predicted, "
-                           "7-8x " + _MEASURED_CPU + " (eager also allocates its intermediates)"),
-    "compile_gelu": Claim(1.5, "same bytes as the ReLU chain, more arithmetic per element"),
-    "conv_bn_fold": Claim(None, "BatchNorm is ~3% of this block on a CPU (0.7 ms beside 23 ms "
-                          "of convs), and once torch.compile has run in the process, eager convs "
-                          "on 2 cores get slower and noisier (OpenMP threads busy-waiting; "
-                          "OMP_WAIT_POLICY=PASSIVE removes it): folded measured 0.7x-1.5x of "
-                          "unfused on the CI CPU, so no speed claim"),
-    "fused_adamw": Claim(2.0, "one kernel per step instead of ~10 per parameter tensor; "
-                         "5x-7.5x " + _MEASURED_CPU),
-    "foreach_adamw": Claim(1.0, "one multi-tensor op per step and operation: 1.2x-1.8x "
-                           + _MEASURED_CPU + ", a margin a busy machine can hide; the floor "
-                           "rules out a slowdown"),
-    "xla_poly": Claim(2.0, "XLA fuses 8 elementwise ops into one loop: 3x-9x " + _MEASURED_CPU),
-    "xla_relu": Claim(0.9, "a 3-op chain TensorFlow's CPU graph runs well already: XLA is "
-                      "not slower, rarely faster"),
-    "steps_per_execution": Claim(1.2, "per-step Python and dispatch overhead paid once per N "
-                                 "steps on a small model"),
-    "compile_chain_prealloc": Claim(2.0, "3 passes over memory vs 1: 3x predicted from bytes, "
-                                    "2.9x " + _MEASURED_CPU + "; the floor leaves room for noise"),
-    "compile_gemm": Claim(0.8, "the GEMM (oneDNN/MKL either way) is ~97% of the block; fusing "
-                          "the epilogue cannot make it much slower: 0.90x-1.05x " + _MEASURED_CPU),
-}
-_NO_BF16_CPU = {
-    "bf16_matmul": Claim(None, "no bf16 units: bf16 is converted and computed by a slow "
-                         "fallback, 5-500x slower than fp32 (pytorch/pytorch#146508)"),
-    "amp_step_torch": Claim(None, "no bf16 units: autocast adds conversions to a slower matmul"),
-    "amp_step_tf": Claim(None, "no bf16 units: the mixed policy adds casts to a slower matmul"),
-}
-_GPU_CLAIMS: dict[str, Claim] = {
-    "pinned_copy": Claim(0.9, "pinned memory lets the copy engine read host memory directly "
-                         "(8x on an H200): the floor only rules out a slowdown"),
-    "compile_chain": Claim(2.0, "3 eager kernels vs 1 fused Triton kernel: 3.5x measured on "
-                           "an H200"),
-    "compile_gelu": Claim(1.5, "same bytes as the ReLU chain; GPUs have arithmetic to spare"),
-    "conv_bn_fold": Claim(0.7, "one memory-bound pass saved: the floor rules out a slowdown"),
-    "fused_adamw": Claim(2.0, "one kernel launch per step instead of thousands: 22x on an H200"),
-    "foreach_adamw": Claim(1.2, "multi-tensor kernels: 8x on an H200"),
-    "xla_poly": Claim(2.0, "XLA fuses 8 elementwise kernels into one"),
-    "xla_relu": Claim(0.9, "a short chain: XLA is not slower"),
-    "steps_per_execution": Claim(1.2, "per-step host overhead paid once per N steps"),
-    "compile_chain_prealloc": Claim(2.0, "3 kernels vs 1, each a full pass over memory: 3x "
-                                    "predicted from bytes (the caching allocator makes eager's "
-                                    "allocations cheap, so both baselines are close)"),
-    "compile_gemm": Claim(0.8, "cuBLAS does the matmul either way; the fused epilogue saves "
-                          "one pass over the output"),
-}
-_TC_BF16 = {
-    "bf16_matmul": Claim(2.0, "bf16 tensor cores: 8-16x the fp32 CUDA-core peak on the "
-                         "datasheet; 13x measured on an H200"),
-    "amp_step_torch": Claim(1.2, "a 512-channel CNN is tensor-core bound: 1.8x measured on an "
-                            "H200"),
-    "amp_step_tf": Claim(1.0, "mixed precision on tensor cores is not slower"),
-}
-#: TF32 tensor cores (NVIDIA Ampere on; not claimed on ROCm, where whether PyTorch's TF32
-#: switch reaches hipBLASLt is not measured by this course).
-_TC_TF32 = {
-    "tf32_matmul": Claim(1.3, "TF32 tensor cores: 2x (A10, L4) to 8x (A100) the IEEE fp32 peak "
-                         "on the datasheet; the floor leaves room for a matmul below the "
-                         "datasheet's size"),
-}
-_TC_FP16_ONLY = {
-    "bf16_matmul": Claim(None, "no bf16 tensor cores before Ampere: bf16 is emulated, use fp16"),
-    "amp_step_torch": Claim(1.2, "fp16 tensor cores: 8x the fp32 peak on the datasheet"),
-    "amp_step_tf": Claim(1.0, "mixed_float16 on tensor cores is not slower"),
-}
 
 
 @dataclass(frozen=True)
@@ -220,73 +115,10 @@ class HardwareClass:
         return f"{self.name} ({self.title})"
 
 
-#: bf16 claims per CPU class with bf16 units.  AMX: the issue's measurements on a 2-core
-#: Xeon VM with AMX, two modes (bf16 0.37 or 1.05 TFLOP/s against fp32 0.21 on a 1024²
-#: matmul, so 1.7x-5x; the AMP step 0.79x-2.08x).  AVX512-BF16 without AMX: 0.5x measured on
-#: a 2-core Xeon VM that hides AMX (bf16 0.08 vs fp32 0.15 TFLOP/s, steady over minutes) and
-#: 2.2x reported on an AMD Zen 4: the class spans both sides of 1x, so no speed claim.
-_CPU_BF16_CLAIMS: dict[str, dict[str, Claim]] = {
-    "cpu-amx": {
-        "bf16_matmul": Claim(1.2, "AMX tiles: 1.7x (slow mode) to 5x (fast mode) on a 2-core "
-                             "Xeon VM, 1024² matmul"),
-        "amp_step_torch": Claim(0.5, "a small step is part matmul, part casts and overhead: "
-                                "0.79x-2.08x measured on a 2-core Xeon VM, so only 'not more "
-                                "than 2x slower' holds in both modes"),
-        "amp_step_tf": Claim(0.5, "Keras casts each layer's inputs: 0.95x-1.52x measured; the "
-                             "floor rules out a large slowdown"),
-    },
-    "cpu-avx512-bf16": {
-        "bf16_matmul": Claim(None, "bf16 dot products exist, but oneDNN's speed on them spans "
-                             "0.5x (a 2-core Xeon VM without AMX) to 2.2x (AMD Zen 4) of fp32"),
-        "amp_step_torch": Claim(None, "follows the bf16 matmul, which is slower than fp32 on "
-                                "some CPUs of this class"),
-        "amp_step_tf": Claim(None, "follows the bf16 matmul, which is slower than fp32 on some "
-                             "CPUs of this class"),
-    },
-}
-
-
-#: Notebook 06's GPT ladder (2 layers, width 128, 256 tokens, batch 8 on a CPU; GPT-2 small,
-#: 1024 tokens on a GPU).  Each rung is timed against the rung below it, whole training steps.
-_GPT_CPU_CLAIMS: dict[str, Claim] = {
-    "gpt_sdpa": Claim(1.1, "the hand-written attention writes and reads the (B, H, T, T) "
-                      "scores several times (scale, mask, softmax, their backward); the fused "
-                      "kernel never stores them: medians 1.3x-1.4x " + _MEASURED_CPU + " at T = 256, "
-                      "1.26x at T = 128"),
-    "gpt_amp": Claim(None, "follows the bf16 matmul: no claim on CPUs"),
-    "gpt_compile": Claim(None, "fuses LayerNorm, GELU, residual adds and the loss's "
-                         "elementwise work, but matmuls keep almost all of this step's time on "
-                         "2 cores: 1.00x (interval 0.85x-1.17x), 1.02x (0.97x-1.06x) and 1.10x "
-                         "(1.03x-2.1x) " + _MEASURED_CPU + ": no floor holds"),
-    "gpt_fused_adamw": Claim(0.95, "the for-loop optimizer is 10-20% of this model's step "
-                             "(profiler, ~40 parameter tensors): fused saves part of it, "
-                             "1.03x (interval 1.00x-1.23x) " + _MEASURED_CPU + ", which noise "
-                             "can hide; the floor rules out a real slowdown"),
-}
-_GPT_CPU_BF16: dict[str, dict[str, Claim]] = {
-    "cpu-amx": {"gpt_amp": Claim(0.5, "as amp_step_torch: AMX's two speed modes put the step "
-                                 "between ~0.8x and 2x of fp32")},
-    "cpu-avx512-bf16": {"gpt_amp": Claim(None, "bf16 matmuls run at ~0.55x of fp32 on a "
-                                         "2-core Xeon VM of this class (no AMX), 2.2x on AMD "
-                                         "Zen 4: no floor holds for the whole class")},
-}
-_GPT_GPU_CLAIMS: dict[str, Claim] = {
-    "gpt_sdpa": Claim(1.2, "FlashAttention never writes the T x T scores to HBM: at T = 1024 "
-                      "the hand-written attention is memory-bound (Dao et al. 2022)"),
-    "gpt_amp": Claim(1.5, "tensor cores: 8-16x the fp32 peak on the datasheet; the step's "
-                     "memory-bound parts gain ~2x from half the bytes"),
-    "gpt_compile": Claim(1.05, "fuses the elementwise work between GEMMs (nanoGPT reports "
-                         "~1.3x-2x on A100)"),
-    "gpt_fused_adamw": Claim(1.0, "one kernel for ~150 parameter tensors: rules out a "
-                             "slowdown"),
-}
-
-
 def _cpu(name: str, title: str, bf16: bool, note: str, emulate: dict[str, str],
          fp16: bool = False) -> HardwareClass:
-    claims = dict(_CPU_CLAIMS) | _CPU_BF16_CLAIMS.get(name, _NO_BF16_CPU)
-    claims |= _GPT_CPU_CLAIMS | _GPT_CPU_BF16.get(name, {})
-    return HardwareClass(name, title, "cpu", bf16, fp16, profile="ci", claims=claims,
+    return HardwareClass(name, title, "cpu", bf16, fp16, profile="ci",
+                         claims=claims.for_cpu(name),
                          source="measured by ak.roofline (CPUs vary too much for one datasheet)",
                          note=note, emulate_env=emulate)
 
@@ -295,16 +127,12 @@ def _gpu(name: str, title: str, cc: tuple[int, int], memory_gib: float,
          peaks: dict[str, float], bandwidth: float, source: str, note: str = "",
          kind: str = "cuda") -> HardwareClass:
     bf16 = "bf16" in peaks
-    claims = dict(_GPU_CLAIMS) | (_TC_BF16 if bf16 else _TC_FP16_ONLY) | _GPT_GPU_CLAIMS
-    if "tf32" in peaks and kind == "cuda":
-        claims |= _TC_TF32
-    if kind == "cuda" and cc < (7, 0):
-        claims["gpt_amp"] = Claim(None, "no tensor cores: half precision saves bytes only")
     return HardwareClass(
         name, title, kind, bf16_units=bf16, fp16_units=True, tf32="tf32" in peaks,
         fp8="fp8" in peaks, memory_gib=memory_gib, peak_tflops=peaks, bandwidth_gbps=bandwidth,
         source=source, amp_dtype="bfloat16" if bf16 else "float16", grad_scaler=not bf16,
-        keras_policy="mixed_float16", claims=claims,
+        keras_policy="mixed_float16",
+        claims=claims.for_gpu(kind, cc, bf16=bf16, tf32="tf32" in peaks),
         compute_capability=cc if kind == "cuda" else None, note=note)
 
 
