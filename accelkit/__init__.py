@@ -35,6 +35,7 @@ _MODULES = (
     "exercises",
     "fusion",
     "gpt",
+    "gpt_data",
     "hardware",
     "keras_mp",
     "launch",

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from accelkit import gpt
+from accelkit import gpt, gpt_data, memory
 
 TINY = gpt.GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16)
 
@@ -93,9 +93,9 @@ def test_flops_of_gpt2_small():
 
 
 def test_corpus_is_deterministic_and_offline():
-    a, b = gpt.load_corpus(), gpt.load_corpus()
+    a, b = gpt_data.load_corpus(), gpt_data.load_corpus()
     assert a.sha256 == b.sha256 and torch.equal(a.data, b.data)
-    assert a.files == gpt.CORPUS_FILES  # every file exists on CPython 3.10+
+    assert a.files == gpt_data.CORPUS_FILES  # every file exists on CPython 3.10+
     assert len(a.data) > 200_000 and a.data.dtype == torch.uint8
     train, val = a.split(0.9)
     assert len(train) + len(val) == len(a.data)
@@ -104,27 +104,27 @@ def test_corpus_is_deterministic_and_offline():
 
 def test_corpus_without_sources_says_why(tmp_path):
     with pytest.raises(FileNotFoundError, match="standard-library sources"):
-        gpt.load_corpus(stdlib=str(tmp_path))
+        gpt_data.load_corpus(stdlib=str(tmp_path))
 
 
 def test_batches_are_deterministic_and_shifted():
     data = torch.arange(1000, dtype=torch.int64) % 256
-    one = gpt.batches(data, 3, 4, 8, seed=5)
-    two = gpt.batches(data, 3, 4, 8, seed=5)
+    one = gpt_data.batches(data, 3, 4, 8, seed=5)
+    two = gpt_data.batches(data, 3, 4, 8, seed=5)
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(one, two))
     x, y = one[0]
     assert x.shape == y.shape == (4, 8) and x.dtype == torch.int64
     torch.testing.assert_close(y[:, :-1], x[:, 1:])
-    starts = gpt.batch_starts(len(data), 3, 4, 8, seed=5)
-    torch.testing.assert_close(gpt.window(data, starts[1], 8)[0], one[1][0])
-    assert not torch.equal(gpt.batches(data, 1, 4, 8, seed=6)[0][0], x)
-    ds = gpt.Windows(data, 8)
+    starts = gpt_data.batch_starts(len(data), 3, 4, 8, seed=5)
+    torch.testing.assert_close(gpt_data.window(data, starts[1], 8)[0], one[1][0])
+    assert not torch.equal(gpt_data.batches(data, 1, 4, 8, seed=6)[0][0], x)
+    ds = gpt_data.Windows(data, 8)
     assert len(ds) == (1000 - 9) // 8 + 1 and ds[1][0].tolist() == list(range(8, 16))
 
 
 def test_accumulation_gives_the_same_step():
-    data = gpt.load_corpus().data
-    batch = gpt.batches(data, 2, 4, 16, seed=0)
+    data = gpt_data.load_corpus().data
+    batch = gpt_data.batches(data, 2, 4, 16, seed=0)
     models = [_model(), _model()]
     for model, accum in zip(models, (1, 4)):
         gpt.Stepper(model, torch.optim.SGD(model.parameters(), lr=0.1), batch,
@@ -151,7 +151,7 @@ def test_checkpointing_same_gradients_less_memory():
         step()
         grads.append([p.grad.clone() for p in model.parameters()])
         model.zero_grad(set_to_none=True)
-        peaks.append(gpt.peak_bytes(step, "cpu"))
+        peaks.append(memory.measured_peak_bytes(step, "cpu")[1])
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     assert peaks[1] < peaks[0], peaks
@@ -186,9 +186,9 @@ def test_ddp_worker_counts_one_allreduce_per_step_and_trains_like_one_process(tm
     assert res["allreduces_no_sync"] == steps
     cfg = gpt.GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=seq, attention="sdpa")
     model = _model(cfg)
-    train, val = gpt.load_corpus().split()
+    train, val = gpt_data.load_corpus().split()
     gpt.Stepper(model, torch.optim.AdamW(model.parameters(), lr=1e-3),
-                gpt.batches(train, steps, batch, seq, seed=0)).train(steps)
-    ref = gpt.evaluate(model, gpt.batches(val, 1, batch, seq, seed=1)[0])
+                gpt_data.batches(train, steps, batch, seq, seed=0)).train(steps)
+    ref = gpt.evaluate(model, gpt_data.batches(val, 1, batch, seq, seed=1)[0])
     assert res["val_loss_no_sync"] == pytest.approx(ref, abs=1e-4)
     assert res["val_loss_sync_every_micro_batch"] == pytest.approx(ref, abs=1e-4)
