@@ -8,13 +8,6 @@ import torch
 from accelkit import comm_bench
 
 
-@pytest.fixture
-def no_launcher(monkeypatch):
-    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-              "TORCHELASTIC_ERROR_FILE"):
-        monkeypatch.delenv(k, raising=False)
-
-
 def test_time_collective_alone_and_its_arguments(no_launcher):
     t = comm_bench.time_collective(lambda: torch.ones(4).sum(), number=3, repeats=2, warmup=0)
     assert len(t.times_s) == 2 and t.median_s > 0

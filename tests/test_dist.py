@@ -15,13 +15,6 @@ import torch
 from accelkit import dist, launch
 
 
-@pytest.fixture
-def no_launcher(monkeypatch):
-    for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-              "TORCHELASTIC_ERROR_FILE"):
-        monkeypatch.delenv(k, raising=False)
-
-
 def test_single_process_is_rank_zero_of_one(no_launcher):
     info = dist.setup()
     assert (info.rank, info.world_size, info.launched, info.is_main) == (0, 1, False, True)
