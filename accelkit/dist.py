@@ -32,7 +32,6 @@ import faulthandler
 import gc
 import json
 import os
-import signal
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -40,6 +39,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from accelkit.stacks import STACK_SIGNAL
 
 #: How long a collective waits for the other ranks by default, seconds (torch's own default
 #: is 30 minutes for gloo and 10 for NCCL: a hang would look like a slow run).
@@ -49,7 +50,6 @@ DEFAULT_TIMEOUT_S = 120.0
 TIMEOUT_ENV = "ACCELKIT_COLLECTIVE_TIMEOUT_S"
 #: The signal on which a worker prints every thread's Python stack to stderr
 #: (``faulthandler``); :mod:`accelkit.launch` sends it before killing a timed-out run.
-STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
 
 
 @dataclass(frozen=True)

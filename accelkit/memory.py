@@ -433,12 +433,9 @@ def measured_peak_bytes(fn: Callable[[], Any], device: Any = "cpu") -> tuple[Any
     from accelkit import device as _dev
 
     if _dev.device_type(device) == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        before = torch.cuda.memory_allocated(device)
-        result = fn()
-        torch.cuda.synchronize(device)
-        return result, int(torch.cuda.max_memory_allocated(device) - before)
+        out: list[Any] = []
+        peak = peak_memory_bytes(lambda: out.append(fn()), device)
+        return out[0], int(peak or 0)
     from torch.profiler import ProfilerActivity, profile
 
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)

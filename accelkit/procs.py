@@ -43,6 +43,8 @@ from typing import IO, Any
 
 import psutil
 
+from accelkit.stacks import STACK_SIGNAL
+
 #: Environment variable set on every process a launch starts (its value: the launch id).
 MARKER_ENV = "ACCELKIT_LAUNCH_ID"
 # A line a torchrun agent relays from a worker: "[rank3]:text" (accelkit.launch sets the
@@ -57,7 +59,6 @@ _POLL_S = 0.05  # how often the watcher checks exit codes and the clock
 _SCAN_S = 0.5  # how often it records the group's descendants
 _READER_JOIN_S = 5.0  # after the clean-up, how long to wait for the last output
 #: The signal a timed-out run's workers get before the kill (faulthandler prints their stacks).
-STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
 _STACK_WAIT_S = 2.0  # how long the dumps may take to arrive (torchrun relays them from files)
 
 

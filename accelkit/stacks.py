@@ -15,9 +15,14 @@ What lives elsewhere: asking processes for their stacks (the stack signal,
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+#: The signal a worker answers with every thread's Python stack (``faulthandler``); the
+#: launcher sends it before killing a stuck launch.  None where the OS has no SIGUSR1.
+STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ def where_waiting(frames: Sequence[Frame]) -> str:
 
 
 __all__ = [
+    "STACK_SIGNAL",
     "Frame",
     "last_stack",
     "traceback_frames",
