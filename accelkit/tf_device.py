@@ -21,8 +21,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 from accelkit import device, hardware
@@ -78,20 +82,55 @@ def best_tf_device() -> DeviceChoice:
     return DeviceChoice("/CPU:0", "cpu", "no GPU or TPU visible to TensorFlow; using the CPU")
 
 
+# What TensorFlow's C++ side writes to the stderr file descriptor while it loads, before its
+# logging exists (so TF_CPP_MIN_LOG_LEVEL cannot silence it): absl's "WARNING: All log
+# messages before absl::InitializeLog()" banner and glog-style "I0000 00:00:..." info lines
+# such as "Could not find cuda drivers on your machine, GPU will not be used" — harmless on a
+# machine without a GPU, yet they read like an error to a beginner.
+_LOAD_NOISE = ("WARNING: All log messages before absl::InitializeLog",)
+
+
+@contextlib.contextmanager
+def _quiet_load_noise() -> Iterator[None]:
+    """Capture file descriptor 2 while TensorFlow loads; pass on all but its load noise.
+
+    Info-level glog lines (``I`` + 4 digits) and the absl banner are dropped; warnings,
+    errors and anything else written meanwhile are written back to stderr unchanged.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            lines = tmp.read().decode(errors="replace").splitlines()
+            kept = [ln for ln in lines if ln and not ln.startswith(_LOAD_NOISE)
+                    and not (ln[:1] == "I" and ln[1:5].isdigit())]
+            if kept:
+                print("\n".join(kept), file=sys.stderr)
+
+
 def import_tf() -> Any:
     """Import TensorFlow quietly and return the module.
 
     Sets ``TF_CPP_MIN_LOG_LEVEL`` (unless already set) so C++ logs do not flood the notebook:
     ``2`` (info and warnings hidden, errors kept) on machines with an NVIDIA driver, ``3`` on
     machines without one, where the only C++ "error" is the harmless ``failed call to cuInit``.
-    The few ``I0000`` lines TensorFlow prints before its logging starts cannot be silenced.
+    The ``I0000`` info lines TensorFlow's C++ side prints while loading, before its logging
+    starts (``Could not find cuda drivers ...``, ``oneDNN custom operations are on``), are
+    captured at the file-descriptor level and dropped; warnings and errors still show.
 
     Raises:
         ImportError: when TensorFlow is not installed, saying how to install it.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if os.path.exists("/dev/nvidiactl") else "3")
     try:
-        import tensorflow as tf
+        with _quiet_load_noise():
+            import tensorflow as tf
     except ImportError as exc:
         raise ImportError(
             "TensorFlow is not installed in this environment; install it with "

@@ -172,4 +172,59 @@ def update_readme(readme: str | os.PathLike[str] = "README.md",
     return new != text
 
 
-__all__ = ["FORMAT", "load_records", "readme_table", "update_readme", "verify"]
+#: Where the records live in a checkout (``verified/`` beside ``accelkit/``).
+RECORDS = Path(__file__).resolve().parents[1] / "verified"
+
+
+def references(key: str, folder: str | os.PathLike[str] | None = None,
+               exclude_class: str | None = None) -> list[dict[str, Any]]:
+    """Return ``key``'s value in every verification record, for "on a verified GPU it was ...".
+
+    Args:
+        key: a result key, e.g. ``"async.torch_naive_over_synced"``.
+        folder: the records' folder; default :data:`RECORDS` (absent in a pip install, which
+            then has no references).
+        exclude_class: a hardware class to leave out (usually this machine's own).
+
+    Returns:
+        One dict per record holding ``key``: ``class``, ``class_title``, ``emulated``,
+        ``date`` (ISO), ``profile``, ``value`` and ``unit``, sorted by class name; ``[]``
+        when no record has it. Values were measured by ``make verify`` on that hardware.
+
+    Raises:
+        ValueError: a record file that is not JSON or of an unknown format (see
+            :func:`load_records`).
+    """
+    path = Path(folder) if folder is not None else RECORDS
+    if not path.is_dir():
+        return []
+    out = []
+    for rec in load_records(path):
+        res = rec["results"].get(key)
+        if res is None or rec["class"] == exclude_class:
+            continue
+        out.append({"class": rec["class"], "class_title": rec.get("class_title", ""),
+                    "emulated": bool(rec.get("emulated")), "date": rec["date"],
+                    "profile": rec["profile"], "value": res["value"], "unit": res["unit"]})
+    return out
+
+
+def reference_lines(key: str, exclude_class: str | None = None,
+                    folder: str | os.PathLike[str] | None = None) -> list[str]:
+    """Return printable lines "on <class> (<date>, <profile> profile): <value>" for ``key``.
+
+    A single line saying that no other verified record holds ``key`` when there is none, so a
+    notebook can always print the result of looking, never a typed-in number. Arguments and
+    errors as in :func:`references`.
+    """
+    refs = references(key, folder, exclude_class)
+    if not refs:
+        return [f"{key}: no verified record from other hardware holds this result yet "
+                "(`make verify` on a GPU writes one into verified/)"]
+    return [f"{key} on {r['class']}{' (emulated)' if r['emulated'] else ''} "
+            f"({r['date']}, {r['profile']} profile): {report.format_value(r['value'], r['unit'])}"
+            for r in refs]
+
+
+__all__ = ["FORMAT", "RECORDS", "load_records", "readme_table", "reference_lines", "references",
+           "update_readme", "verify"]

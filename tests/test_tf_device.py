@@ -1,5 +1,9 @@
 """accelkit.tf_device: TensorFlow's devices and the clear error for configuring them too late."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from accelkit import device, tf_device
@@ -47,3 +51,17 @@ def test_tf_too_late_configuration_raises_clear_error():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert "RAISED True" in out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_import_tf_drops_the_load_noise_but_keeps_other_stderr():
+    code = ("import os; from accelkit import tf_device as t\n"
+            "with t._quiet_load_noise():\n"
+            "    os.write(2, b'I0000 00:00:1.2 7 cudart_stub.cc:31] Could not find cuda drivers\\n')\n"
+            "    os.write(2, b'E0000 a real error\\n')\n"
+            "tf = t.import_tf()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0"))
+    assert proc.returncode == 0, proc.stderr
+    assert "cuda drivers" not in proc.stderr and "InitializeLog" not in proc.stderr
+    assert "E0000 a real error" in proc.stderr

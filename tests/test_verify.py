@@ -75,3 +75,14 @@ def test_verify_runs_nbval_and_writes_a_record(tmp_path, monkeypatch):
     assert rec["notebooks"]["01_bad"]["status"] == "failed"
     assert rec["notebooks"]["01_bad"]["cells_failed"] == 1
     assert rec["results"]["t.speed"] == {"value": 2.0, "unit": "x", "notebook": "00_ok"}
+
+
+def test_references_name_the_class_and_date_and_skip_this_machine(tmp_path):
+    (tmp_path / "cpu-avx2.json").write_text(json.dumps(_record()))
+    (tmp_path / "h100.json").write_text(json.dumps(_record(**{"class": "h100", "date": "2026-11-30"})))
+    refs = verify.references("fusion.compile_speedup", tmp_path, exclude_class="cpu-avx2")
+    assert [(r["class"], r["date"], r["value"]) for r in refs] == [("h100", "2026-11-30", 4.2)]
+    lines = verify.reference_lines("fusion.compile_speedup", "cpu-avx2", tmp_path)
+    assert lines == ["fusion.compile_speedup on h100 (2026-11-30, ci profile): 4.2x"]
+    assert "no verified record" in verify.reference_lines("no.such_key", None, tmp_path)[0]
+    assert verify.references("fusion.compile_speedup", tmp_path / "absent") == []
