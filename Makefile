@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab run verify test lint typecheck unit slow nbval refresh colab doctor clean
+.PHONY: setup lab run verify test lint typecheck unit slow nbval nbval-laptop refresh colab doctor clean
 
 # Jupyter refuses to start as root ("Running as root is not recommended") unless told; in
 # containers, CI images and cloud VMs root is the only user, so pass --allow-root there.
@@ -27,7 +27,7 @@ run: $(STAMP)  ## execute every notebook headless into build/ and write the summ
 verify: $(STAMP)  ## nbval over every notebook -> verified/<hardware class>.json + README table
 	$(PY) -m accelkit verify
 
-test: lint typecheck unit slow nbval  ## what CI runs: everything below
+test: lint typecheck unit slow nbval nbval-laptop  ## what CI runs: everything below
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check accelkit tests tools notebooks
@@ -44,6 +44,15 @@ slow: $(STAMP)  ## unit tests that start processes, kernels or compilers (second
 nbval: $(STAMP)
 	ACCELKIT_PROFILE=ci $(PY) -m pytest -q --nbval-lax --nbval-current-env \
 	  --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks
+
+# The timing-sensitive notebooks once more, computing and deciding as a laptop CPU without bf16
+# units (AVX2 only): ACCELKIT_HARDWARE caps oneDNN/ATen to that instruction set (README,
+# "Run as another hardware class"). Writes its record to build/, not verified/.
+LAPTOP_CLASS ?= cpu-avx2
+LAPTOP_NB    ?= 00_ 02_ 03_ 06_
+nbval-laptop: $(STAMP)
+	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) $(PY) -m accelkit verify --profile ci --only $(LAPTOP_NB) \
+	  --out build/verify-$(LAPTOP_CLASS) --readme ''
 
 refresh: $(STAMP)  ## maintainers: re-execute notebooks IN PLACE (ci profile) to store outputs
 	$(PY) tools/refresh_notebooks.py $(NB)

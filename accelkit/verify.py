@@ -57,6 +57,15 @@ def _nbval(path: Path, profile: str, results: Path, scratch: Path,
             "wall_s": round(time.perf_counter() - start, 1), "failures": failed[:10]}
 
 
+def _print_run(name: str, run: dict[str, Any]) -> None:
+    """Print one notebook's verification line: status, wall time, cells, failing cells."""
+    extra = (f" in {run['wall_s']:.0f} s, {run['cells_passed']} cells passed"
+             if "wall_s" in run else f" ({run.get('reason', '')})")
+    print(f"[accelkit verify] {name}: {run['status']}{extra}", flush=True)
+    for line in run.get("failures", []):
+        print(f"    {line}", flush=True)
+
+
 def verify(notebooks: str | os.PathLike[str] = "notebooks",
            out: str | os.PathLike[str] = "verified", *, profile: str | config.Profile = "auto",
            only: list[str] | None = None, timeout_s: float = 900,
@@ -98,7 +107,7 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
             runs[path.stem] = {"status": "skipped", "reason": f"not installed: {', '.join(missing)}"}
         else:
             runs[path.stem] = _nbval(path, resolved.name, results_file, work, timeout_s)
-        print(f"[accelkit verify] {path.name}: {runs[path.stem]['status']}", flush=True)
+        _print_run(path.name, runs[path.stem])
     info = env.hardware_summary()
     record = {
         "format": FORMAT, "date": datetime.date.today().isoformat(), "class": cls.name,
