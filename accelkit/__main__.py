@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="the same result keys across machines: a Markdown "
                          "table, and (--out DIR) DIR/compare.md and DIR/compare.html with plots")
     cmp.add_argument("runs", nargs="*", metavar="RUN",
-                     help="a results.json, a build/ folder or a verified/<class>.json")
+                     help="a results.json, a build/ folder, a verified/<class>.json, or a "
+                     "folder of hand-ins (every *.json in it)")
     cmp.add_argument("--out", default=None, metavar="DIR",
                      help="also write DIR/compare.md and DIR/compare.html")
     return parser

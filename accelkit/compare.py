@@ -1,7 +1,8 @@
 """``python -m accelkit compare RUN [RUN ...]``: the same result keys, measured on several machines.
 
 Each RUN is what one machine produced: a ``results.json`` of ``make run`` (or the ``build/``
-folder holding it) or a ``verified/<class>.json`` record of ``make verify``.  :func:`load`
+folder holding it) or a ``verified/<class>.json`` record of ``make verify``; a folder of
+hand-ins stands for every ``*.json`` in it (:func:`expand`).  :func:`load`
 reads either into a :class:`Run` (its anonymous machine label, one-line hardware card, size
 profile and results); :func:`compare` puts the runs side by side:
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import glob
 import html
 import io
 import json
@@ -93,8 +95,8 @@ def _read_json(path: Path) -> Any:
     """Return the JSON in ``path`` (a file, or a folder holding ``results.json``)."""
     if path.is_dir():
         if not (path / report.SUMMARY_JSON).is_file():
-            raise CompareError(f"{path}: no {report.SUMMARY_JSON} in this folder "
-                               "(`make run` writes one into build/)")
+            raise CompareError(f"{path}: no {report.SUMMARY_JSON} in this folder, nor any "
+                               "other *.json (`make run` writes one into build/)")
         path = path / report.SUMMARY_JSON
     if not path.exists():
         raise CompareError(f"{path}: no such file or folder")
@@ -181,8 +183,29 @@ def load(path: str | os.PathLike[str]) -> Run:
                str(where))
 
 
+def expand(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Return the files the RUN arguments name, in order.
+
+    A folder holding a ``results.json`` stands for it (a ``build/`` folder); any other folder
+    for every ``*.json`` in it, sorted (the hand-ins an instructor collected); a pattern with
+    ``*`` or ``?`` that names no file is expanded here (Windows shells pass it unexpanded).
+    Anything else is kept as given, for :func:`load` to read or reject.
+    """
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir() and not (path / report.SUMMARY_JSON).exists():
+            out += sorted(path.glob("*.json")) or [path]
+        elif not path.exists() and any(c in str(raw) for c in "*?"):
+            out += [Path(m) for m in sorted(glob.glob(str(raw)))] or [path]
+        else:
+            out.append(path)
+    return out
+
+
 def load_all(paths: Sequence[str | os.PathLike[str]]) -> list[Run]:
-    """Read every RUN (:func:`load`) and make their labels unique (``label``, ``label #2`` ...).
+    """Read every RUN (:func:`expand`, :func:`load`) and make their labels unique
+    (``label``, ``label #2`` ...).
 
     Raises:
         CompareError: for an empty list, or the first RUN that cannot be read.
@@ -192,7 +215,7 @@ def load_all(paths: Sequence[str | os.PathLike[str]]) -> list[Run]:
                            "verified/<class>.json records")
     runs: list[Run] = []
     seen: dict[str, int] = {}
-    for path in paths:
+    for path in expand(paths):
         run = load(path)
         seen[run.label] = seen.get(run.label, 0) + 1
         if seen[run.label] > 1:

@@ -143,3 +143,19 @@ def test_writes_markdown_and_html_with_both_plots(tmp_path):
     assert len(re.findall(r"data:image/png;base64,", page)) == 2, "rooflines + speedups embedded"
     assert "<table>" in page and "Left out, and why" in page
     assert compare.roofline_figure(compare.load_all([_build(tmp_path, "n", t__x=1.0)])) is None
+
+
+def test_a_folder_of_hand_ins_and_an_unexpanded_pattern_are_read(tmp_path, monkeypatch):
+    hand_ins = tmp_path / "hand_ins"
+    hand_ins.mkdir()
+    for name in ("a", "b"):
+        build = _build(tmp_path, name, **ROOF)
+        (hand_ins / f"{name}.json").write_text((build / "results.json").read_text())
+    assert compare.expand([hand_ins]) == [hand_ins / "a.json", hand_ins / "b.json"]
+    monkeypatch.chdir(tmp_path)
+    assert compare.expand(["hand_ins/*.json"]) == [Path("hand_ins/a.json"), Path("hand_ins/b.json")]
+    assert len(compare.load_all([str(hand_ins / "*.json")])) == 2, "an absolute pattern too"
+    empty = tmp_path / "empty_dir"
+    empty.mkdir()
+    with pytest.raises(compare.CompareError, match="no results.json in this folder"):
+        compare.load_all([empty])
