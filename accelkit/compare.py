@@ -167,6 +167,17 @@ def load(path: str | os.PathLike[str]) -> Run:
     if not data["results"]:
         raise CompareError(f"{where}: holds no results (its notebooks recorded nothing; "
                            "see the summary.md beside it)")
+    try:
+        return _run(where, kind, data)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise CompareError(f"{where}: not an accelkit results file (malformed: "
+                           f"{type(exc).__name__} {exc})") from None
+
+
+def _run(where: Path, kind: str, data: dict[str, Any]) -> Run:
+    """Build the :class:`Run` of a checked file's JSON (a malformed field raises)."""
+    if not all({"value", "unit"} <= set(res) for res in data["results"].values()):
+        raise KeyError("a result without value and unit")
     hw = data["hardware"]
     cls = data["class"] if kind == "verified" else hw.get("hardware_class") or "unknown"
     emulated = data.get("emulated") if kind == "verified" else hw.get("emulated")

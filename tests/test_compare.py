@@ -63,6 +63,10 @@ def _write(path, text):
      "verification record format 7 is unknown"),
     ('{"format": 1, "hardware": {}, "profile": {"name": "ci"}, "notebooks": {}, "results": {}}',
      "holds no results"),
+    ('{"format": 1, "hardware": {}, "profile": {"name": "ci"}, "notebooks": {}, '
+     '"results": {"a.b": 3}}', "malformed"),
+    ('{"format": 1, "hardware": {}, "profile": {"name": "ci"}, "notebooks": {"00": 1}, '
+     '"results": {"a.b": {"value": 1, "unit": ""}}}', "malformed"),
 ])
 def test_bad_files_are_named_in_one_line(tmp_path, content, message):
     bad = _write(tmp_path / "bad.json", content)
