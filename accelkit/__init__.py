@@ -22,6 +22,7 @@ _MODULES = (
     "claims",
     "comm_bench",
     "comm_model",
+    "compare",
     "config",
     "course",
     "data",

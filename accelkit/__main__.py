@@ -1,8 +1,8 @@
-"""Command line: ``python -m accelkit {run,doctor,roofline,verify}``.
+"""Command line: ``python -m accelkit {run,doctor,roofline,verify,compare}``.
 
 Owns argument parsing and resolving the size profile once for each command; the work is done
-by :mod:`accelkit.runner` (run), :mod:`accelkit.course` (doctor), :mod:`accelkit.roofline` and
-:mod:`accelkit.verify`.
+by :mod:`accelkit.runner` (run), :mod:`accelkit.course` (doctor), :mod:`accelkit.roofline`,
+:mod:`accelkit.verify` and :mod:`accelkit.compare`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     ver.add_argument("--profile", default=None, help=_PROFILE_HELP)
     ver.add_argument("--only", nargs="*", help="verify only notebooks whose name contains these")
     ver.add_argument("--readme", default="README.md", help="README to update ('' to leave it)")
+    cmp = sub.add_parser("compare", help="the same result keys across machines: a Markdown "
+                         "table, and (--out DIR) DIR/compare.md and DIR/compare.html with plots")
+    cmp.add_argument("runs", nargs="*", metavar="RUN",
+                     help="a results.json, a build/ folder, a verified/<class>.json, or a "
+                     "folder of hand-ins (every *.json in it)")
+    cmp.add_argument("--out", default=None, metavar="DIR",
+                     help="also write DIR/compare.md and DIR/compare.html")
     return parser
 
 
@@ -54,12 +61,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"accelkit doctor: {exc.args[0]}", file=sys.stderr)
             return 2
         return 0
+    if args.cmd == "compare":
+        from accelkit import compare
+
+        try:
+            print(compare.main(args.runs, args.out), end="")
+        except compare.CompareError as exc:
+            print(f"accelkit compare: {exc}", file=sys.stderr)
+            return 2
+        return 0
     profile = config.profile(args.profile)
     if args.cmd == "run":
-        from accelkit import runner
+        from accelkit import report, runner
 
         summary = runner.run_all(args.notebooks, args.out, profile=profile, only=args.only)
         print(f"wrote {args.out}/summary.md and {args.out}/results.json")
+        print(report.hand_in_line(args.out, summary))
         return 0 if all(n["status"] in ("ok", "skipped") for n in summary["notebooks"].values()) else 1
     if args.cmd == "verify":
         from accelkit import verify

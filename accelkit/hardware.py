@@ -57,7 +57,8 @@ class HardwareClass:
         amp_dtype: autocast dtype, ``"bfloat16"`` or ``"float16"``.
         grad_scaler: fp16 training needs loss scaling (``torch.amp.GradScaler``).
         keras_policy: the Keras mixed-precision policy (``mixed_float16`` on every GPU, as
-            the TensorFlow mixed-precision guide advises; ``mixed_bfloat16`` on CPUs/TPUs).
+            the TensorFlow mixed-precision guide advises; ``mixed_bfloat16`` on CPUs/TPUs and
+            on Apple MPS machines, where TensorFlow computes on the CPU).
         profile: the size profile ``auto`` resolves to.
         claims: floor and reason per entry of :data:`CLAIMS`.
         emulate_env: environment that makes this course's CI CPU compute like this class
@@ -158,7 +159,7 @@ CLASSES: dict[str, HardwareClass] = {c.name: c for c in (
          "claim on Arm CPUs", {}),
     HardwareClass(
         "apple-mps", "Apple M-series GPU (Metal Performance Shaders)", "mps", bf16_units=False,
-        fp16_units=True, amp_dtype="float16", grad_scaler=True, keras_policy="mixed_float16",
+        fp16_units=True, amp_dtype="float16", grad_scaler=True, keras_policy="mixed_bfloat16",
         source="Apple does not publish per-dtype peaks; ak.roofline measures them",
         claims={"bf16_matmul": Claim(None, "bf16 on MPS needs macOS 14+ and has no fast path "
                                      "on M1/M2"),
@@ -166,7 +167,9 @@ CLASSES: dict[str, HardwareClass] = {c.name: c for c in (
                                         "a floor"),
                 "pinned_copy": Claim(None, "unified memory: nothing to pin"),
                 "conv_bn_fold": Claim(0.7, "one memory-bound pass saved: rules out a slowdown")},
-        note="unified memory; no NCCL (gloo, start method spawn on macOS)"),
+        note="unified memory; no NCCL (gloo, start method spawn on macOS); TensorFlow sees no "
+             "Apple GPU without the tensorflow-metal plug-in (not in the pinned set), so Keras "
+             "runs on the CPU with the CPU's policy"),
     _gpu("cuda-pre-volta", "NVIDIA GPU before Volta (Pascal sm_6x, no tensor cores)", (6, 0),
          16, {"fp32": 10.6}, 732, "NVIDIA P100 datasheet (SXM2)",
          "no tensor cores: fp16 gains come from bytes only"),

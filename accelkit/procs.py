@@ -33,6 +33,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -320,12 +321,15 @@ def child_env(extra: Mapping[str, Any] | None = None, threads: int | None = None
     Removes an outer launch's variables (``RANK``, ``MASTER_PORT``, ``TF_CONFIG``, ...), sets
     ``PYTHONUNBUFFERED=1`` (lines arrive as printed), ``TF_CPP_MIN_LOG_LEVEL=2`` and
     ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT=5`` unless set, ``OMP_NUM_THREADS=threads`` unless None,
+    on macOS ``GLOO_SOCKET_IFNAME=lo0`` unless set (the workers all run on this machine),
     then ``extra`` (values made ``str``), and puts this checkout first on ``PYTHONPATH`` so
     the workers import this ``accelkit`` even when it is not installed.
     """
     env = dict(os.environ)
     for key in _LAUNCH_VARS:
         env.pop(key, None)
+    if sys.platform == "darwin":  # gloo binds where the host name resolves; a Mac's ".local"
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo0")  # name may not: every worker is local
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.setdefault("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "5")

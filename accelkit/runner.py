@@ -98,7 +98,7 @@ def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     try:
         client.execute(env=kernel_env)
     except CellTimeoutError as exc:
-        status, error = "timeout", report.plain(str(exc)).strip().splitlines()[-1][:500]
+        status, error = "timeout", timeout_message(exc)
     except CellExecutionError as exc:
         status, error = "error", "\n".join(report.plain(str(exc)).strip().splitlines()[-3:])[:2000]
     wall = time.perf_counter() - start
@@ -110,6 +110,18 @@ def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         body, _ = HTMLExporter().from_notebook_node(nb)
         out.with_suffix(".html").write_text(body, encoding="utf-8")
     return NotebookRun(src.stem, status, round(wall, 2), error)
+
+
+def timeout_message(exc: BaseException) -> str:
+    """Return one line for a timed-out cell: nbclient's first line and the cell's first line.
+
+    nbclient's message ends with the cell's source between two dashed rules; its last line
+    is a rule, which says nothing.
+    """
+    lines = [ln.strip() for ln in report.plain(str(exc)).splitlines() if ln.strip()]
+    rules = [i for i, ln in enumerate(lines) if set(ln) == {"-"}]
+    cell = lines[rules[0] + 1] if rules and rules[0] + 1 < len(lines) else ""
+    return ((lines[0] if lines else "timed out") + (f" Cell: {cell}" if cell else ""))[:500]
 
 
 def _run_one(path: Path, out_dir: Path, profile: config.Profile, timeout_s: float) -> NotebookRun:

@@ -1,4 +1,6 @@
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,3 +91,63 @@ def test_a_partial_run_updates_the_earlier_summary():
     assert set(new["results"]) == {"t.a", "t.b"}, "results of a re-run notebook are replaced"
     md = report.summary_markdown(new)
     assert "## Failures" not in md
+
+
+def test_summary_has_a_format_version_and_an_anonymous_machine_label():
+    from accelkit import config
+
+    first = report.summary({}, {}, config.profile("ci"))
+    assert first["format"] == report.FORMAT == 1
+    label, run_id = first["machine"]["label"], first["machine"]["run_id"]
+    assert re.fullmatch(r"[a-z0-9-]+-[0-9a-f]{4}", label), label
+    assert label.startswith(first["hardware"]["hardware_class"] + "-"), label
+    again = report.summary({}, {}, config.profile("ci"), previous=first)
+    assert again["machine"] == {"label": label, "run_id": run_id}, "a partial run keeps its id"
+
+
+def test_machine_label_hashes_hardware_facts_only():
+    card = {"hardware_class": "cpu-avx2", "machine": "x86_64", "cpu": "Some CPU", "cpu_count": 4,
+            "memory_bytes": 16 * 2**30, "torch_devices": [], "python": "3.11.7"}
+    same_box = card | {"hardware_class": "cpu-avx512-bf16", "python": "3.12.1", "emulated": "x"}
+    assert report.machine_label(card)[-4:] == report.machine_label(same_box)[-4:], \
+        "the same machine keeps its hash under another class or Python"
+    assert report.machine_label(card) != report.machine_label(card | {"cpu_count": 8})
+    assert report.machine_label({}).startswith("unknown-")
+
+
+def test_anonymise_scrubs_paths_hosts_and_users_but_keeps_urls_and_units():
+    names = {"ana-laptop": "<host>", "anakin": "<user>"}
+    text = ('File "/home/anakin/course/notebooks/x.py", line 3 on ana-laptop; C:\\Users\\anakin\\x.py; '
+            "see https://pytorch.org/docs/stable/amp.html: 12 GB/s, 1/2 (B, T, C) anakin's")
+    out = report.anonymise({"a": [text, 1.5, True]}, names)["a"][0]
+    assert "anakin" not in out and "ana-laptop" not in out and "/home" not in out, out
+    assert 'File "…/x.py"' in out and "…/x.py;" in out, out
+    assert "https://pytorch.org/docs/stable/amp.html" in out and "12 GB/s, 1/2 (B, T, C)" in out, out
+
+
+def test_results_json_names_no_user_host_or_path(tmp_path, monkeypatch):
+    import getpass
+    import platform
+    import socket
+
+    from accelkit import config
+
+    monkeypatch.setattr(platform, "node", lambda: "ana-laptop.local")
+    monkeypatch.setattr(socket, "gethostname", lambda: "ana-laptop.local")
+    monkeypatch.setattr(getpass, "getuser", lambda: "anakin")
+    home = f"/home/anakin/work/{tmp_path.name}"
+    runs = {"00_bad": {"status": "error", "wall_s": 1.0,
+                       "error": f"FileNotFoundError: {home}/data.csv (on ana-laptop, user anakin)"}}
+    gathered = {"t.where": {"value": f"{tmp_path}/scratch", "unit": "", "notebook": "00_bad"}}
+    report.write_summary(tmp_path, report.summary(runs, gathered, config.profile("ci")))
+    text = (tmp_path / "results.json").read_text() + (tmp_path / "summary.md").read_text()
+    for leak in ("anakin", "ana-laptop", "/home/", str(tmp_path), str(Path.cwd())):
+        assert leak not in text, f"{leak!r} is in results.json/summary.md"
+    assert "data.csv" in text, "file names stay, for the error to make sense"
+
+
+def test_hand_in_line_says_where_the_file_is_and_what_to_do(tmp_path):
+    line = report.hand_in_line(tmp_path, {"machine": {"label": "cpu-avx2-3f9a"},
+                                          "profile": {"name": "ci"}})
+    assert "\n" not in line and str(tmp_path / "results.json") in line
+    assert "cpu-avx2-3f9a" in line and "accelkit compare" in line

@@ -87,3 +87,14 @@ def test_partial_run_updates_earlier_summary_and_clears_stale_outputs(tmp_path):
     executed = nbformat.read(tmp_path / "build" / "01_b.ipynb", as_version=4)
     assert executed.cells[2].outputs == [] and executed.cells[2].execution_count is None
 
+
+
+def test_a_timed_out_cell_is_named_in_one_useful_line():
+    from nbclient.exceptions import CellTimeoutError
+    from nbformat.v4 import new_code_cell
+
+    exc = CellTimeoutError.error_from_timeout_and_cell(
+        "Cell execution timed out", 600, new_code_cell("slow_step()\nmore()"))
+    line = runner.timeout_message(exc)
+    assert line.startswith("A cell timed out") and "after 600 seconds" in line, line
+    assert line.endswith("Cell: slow_step()") and "\n" not in line, line
