@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab run verify test lint typecheck unit slow nbval nbval-laptop refresh colab doctor clean
+.PHONY: setup lab run verify test lint typecheck unit slow nbval nbval-laptop refresh colab doctor compare clean
 
 # Jupyter refuses to start as root ("Running as root is not recommended") unless told; in
 # containers, CI images and cloud VMs root is the only user, so pass --allow-root there.
@@ -59,6 +59,12 @@ refresh: $(STAMP)  ## maintainers: re-execute notebooks IN PLACE (ci profile) to
 
 colab: $(STAMP)  ## regenerate the Open-in-Colab badges and bootstrap cells from pyproject's URL
 	$(PY) tools/colab.py --write
+
+# Runs to compare: results.json files, build/ folders, verified/<class>.json records, or a folder
+# of hand-ins. Writes build/compare/compare.md and compare.html (plots embedded).
+RUNS ?= build $(wildcard verified/*.json)
+compare: $(STAMP)  ## the same result keys across machines: make compare RUNS="build hand_ins/"
+	$(PY) -m accelkit compare $(RUNS) --out build/compare
 
 doctor: $(STAMP)
 	$(PY) -m accelkit doctor
