@@ -60,17 +60,19 @@ def has_wheels(folder: Path) -> bool:
     return folder.is_dir() and any(folder.glob("*.whl"))
 
 
-def install_command(python: Path, wheelhouse: Path | None) -> list[str]:
+def install_command(python: Path, wheelhouse: Path | None,
+                    targets: list[str] | None = None) -> list[str]:
     """Return the pip command that installs the pinned environment and accelkit (editable).
 
     Args:
         python: the venv's interpreter.
         wheelhouse: a folder of wheels to install from with no network, or ``None`` (PyPI).
+        targets: what to install instead of ``-e .[dev]`` (the offline test installs two pins).
     """
     cmd = [str(python), "-m", "pip", "install", *PIP_QUIET, "-c", str(CONSTRAINTS)]
     if wheelhouse is not None:
         cmd += ["--no-index", "--find-links", str(wheelhouse)]
-    return cmd + ["-e", f"{ROOT}[dev]"]
+    return cmd + (targets if targets is not None else ["-e", f"{ROOT}[dev]"])
 
 
 def stamp_is_current(venv: Path = VENV) -> bool:
