@@ -103,7 +103,7 @@ def setup(venv: Path, wheelhouse: Path, *, online: bool, dry_run: bool) -> Path:
     if not python.exists():
         _run([sys.executable, "-m", "venv", str(venv)], dry_run=dry_run)
     offline = not online and has_wheels(wheelhouse)
-    print(f"installing from {wheelhouse} with no network" if offline else
+    print(f"installing from {wheelhouse} with no network (--online to use the index)" if offline else
           "installing from the package index (a `wheelhouse/` folder would be used offline)")
     _run(install_command(python, wheelhouse if offline else None), dry_run=dry_run)
     if not dry_run:
