@@ -13,10 +13,10 @@ notebooks)::
 
 Owns: finding the notebooks (:func:`find_notebooks`), reading those declarations
 (:func:`declared`), matching them against what this machine has (:func:`check`, the only
-place where a notebook's needs meet a machine) and the ``python -m accelkit doctor`` report
-(:func:`doctor`).  Lives elsewhere: what the machine has and the hardware-class cards in
-:mod:`accelkit.env`; executing notebooks in :mod:`accelkit.runner`; nbval records in
-:mod:`accelkit.verify`.
+place where a notebook's needs meet a machine), the verdict per notebook (:func:`readiness`) and
+the ``python -m accelkit doctor`` report (:func:`doctor`).  Lives elsewhere: what the machine
+has and the hardware-class cards in :mod:`accelkit.env`; executing notebooks in
+:mod:`accelkit.runner`; nbval records in :mod:`accelkit.verify`.
 """
 
 from __future__ import annotations
@@ -138,6 +138,27 @@ def check(paths: list[Path], caps: dict[str, Any] | None = None) -> list[Require
     return rows
 
 
+def readiness(rows: list[Requirement]) -> list[str]:
+    """Return one verdict line per notebook from :func:`check`'s rows, in notebook order.
+
+    ``ready: runs in full here`` when every need is met; ``ready; falls back where it needs:
+    ...`` naming the unmet needs (what runs instead is in the table above); ``cannot run: ...`` when a
+    required module is missing (``make run`` and ``make verify`` then skip the notebook).
+    """
+    by_nb: dict[str, list[Requirement]] = {}
+    for r in rows:
+        by_nb.setdefault(r.notebook, []).append(r)
+    lines = []
+    for nb, reqs in by_nb.items():
+        missing = [r.need for r in reqs if not r.met and r.need.endswith("(required)")]
+        unmet = [r.need for r in reqs if not r.met and not r.need.endswith("(required)")]
+        verdict = (f"cannot run: {'; '.join(missing)}" if missing else
+                   f"ready; falls back where it needs: {'; '.join(unmet)}" if unmet else
+                   "ready: runs in full here")
+        lines.append(f"- {nb}: {verdict}")
+    return lines
+
+
 def default_folder() -> Path:
     """Return ``./notebooks`` when it holds notebooks, else the checkout's ``notebooks/`` folder."""
     here = Path("notebooks")
@@ -178,6 +199,7 @@ def doctor(hardware_name: str | None = None,
     info = env.hardware_summary()
     folder = Path(notebooks) if notebooks is not None else default_folder()
     lines = [env.hardware_card_markdown(info), "", "## Notebook requirements", ""]
+    rows: list[Requirement] = []
     try:
         rows = check(find_notebooks(folder), env.capabilities(info))
     except FileNotFoundError as exc:
@@ -188,8 +210,10 @@ def doctor(hardware_name: str | None = None,
                   for r in rows]
     lines += ["", f"Size profile: {config.profile()}", "",
               env.class_card(hardware.for_device(), heading="## This machine's hardware class")]
+    if rows:  # last, so the end of the output answers "is this machine ready?"
+        lines += ["", "## Ready? (one line per notebook, for this machine)", ""] + readiness(rows)
     return "\n".join(lines)
 
 
 __all__ = ["Requirement", "check", "declared", "default_folder", "doctor", "find_notebooks",
-           "missing_modules"]
+           "missing_modules", "readiness"]

@@ -20,15 +20,17 @@ _spec.loader.exec_module(colab)
 REPO = "https://github.com/someone/course"
 
 
-def _notebook(path: Path, first_line: str, *, bootstrap: str | None = "# colab-bootstrap") -> Path:
+def _notebook(path: Path, first_line: str, *, bootstrap: str | None = "# colab-bootstrap",
+              folded: bool = False) -> Path:
     nb = nbformat.v4.new_notebook()
     title = nbformat.v4.new_markdown_cell(f"{first_line}\n# 99 · Test\nA promise.")
     work = nbformat.v4.new_code_cell("x = 1\nx", execution_count=2,
                                      outputs=[nbformat.v4.new_output(
                                          "execute_result", {"text/plain": "1"},
                                          execution_count=2)])
-    nb.cells = [title] + ([nbformat.v4.new_code_cell(bootstrap, execution_count=1)]
-                          if bootstrap is not None else []) + [work]
+    boot = [] if bootstrap is None else [nbformat.v4.new_code_cell(
+        bootstrap, execution_count=1, metadata=dict(colab.FOLDED_METADATA) if folded else {})]
+    nb.cells = [title] + boot + [work]
     nbformat.write(nb, path)
     return path
 
@@ -72,6 +74,7 @@ def test_every_notebook_has_badge_then_bootstrap():
         assert nb.cells[0].source.split("\n")[0] == colab.badge_line(url, path.name), path.name
         assert nb.cells[1].cell_type == "code", path.name
         assert nb.cells[1].source == colab.bootstrap_source(url), path.name
+        assert nb.cells[1].metadata.get("cellView") == "form", f"{path.name}: bootstrap not folded"
 
 
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -83,7 +86,7 @@ def test_stale_badge_is_detected_and_fixed(tmp_path):
     pyproject = _pyproject(tmp_path / "pyproject.toml")
     old = colab.badge_line("https://github.com/old-owner/old-name", "99_test.ipynb")
     nb_path = _notebook(tmp_path / "99_test.ipynb", old,
-                        bootstrap=colab.bootstrap_source(REPO))
+                        bootstrap=colab.bootstrap_source(REPO), folded=True)
     before = nbformat.read(nb_path, as_version=4)
 
     res = _run_cli("--check", "--pyproject", str(pyproject), str(nb_path))
@@ -104,7 +107,8 @@ def test_stale_badge_is_detected_and_fixed(tmp_path):
 def test_placeholders_are_replaced_keeping_outputs(tmp_path):
     nb_path = _notebook(tmp_path / "98_x.ipynb", colab.PLACEHOLDER)
     problems = colab.check([nb_path], REPO, write=True)
-    assert [p.what for p in problems] == ["badge placeholder", "bootstrap stale"]
+    assert [p.what for p in problems] == ["badge placeholder", "bootstrap stale",
+                                          "bootstrap not folded"]
     nb = nbformat.read(nb_path, as_version=4)
     assert nb.cells[0].source.startswith(colab.badge_line(REPO, "98_x.ipynb") + "\n# 99 · Test")
     assert nb.cells[1].source == colab.bootstrap_source(REPO)
@@ -116,7 +120,8 @@ def test_placeholders_are_replaced_keeping_outputs(tmp_path):
 def test_missing_badge_and_bootstrap_are_inserted(tmp_path):
     nb_path = _notebook(tmp_path / "97_y.ipynb", "# 97 · Title", bootstrap=None)
     problems = colab.check([nb_path], REPO, write=True)
-    assert [p.what for p in problems] == ["badge missing", "bootstrap missing"]
+    assert [p.what for p in problems] == ["badge missing", "bootstrap missing",
+                                          "bootstrap not folded"]
     nb = nbformat.read(nb_path, as_version=4)
     assert nb.cells[0].source.split("\n")[:3] == [colab.badge_line(REPO, "97_y.ipynb"), "",
                                                   "# 97 · Title"]
@@ -134,9 +139,12 @@ def test_code_first_cell_is_reported_not_fixed(tmp_path):
 
 
 def _exec_bootstrap(monkeypatch, *, colab_loaded: bool, installed: set[str],
-                    tpu: bool = False, cloned: bool = False) -> list[str]:
+                    tpu: str | None = None, cloned: bool = False,
+                    tick_tensorflow_tpu: bool = False) -> list[str]:
     """Run the bootstrap's IPython-transformed source with a fake ``get_ipython``.
 
+    ``tpu`` names the TPU device file that exists (``/dev/vfio/0`` on a v5e); with
+    ``tick_tensorflow_tpu`` the form's checkbox is ticked (Colab rewrites the ``#@param`` line).
     Returns the magics, shell commands and ``chdir`` calls it made, in order.
     """
     from IPython.core.inputtransformer2 import TransformerManager
@@ -158,11 +166,14 @@ def _exec_bootstrap(monkeypatch, *, colab_loaded: bool, installed: set[str],
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: object() if name in installed else
                         (None if name in ("accelkit", "tensorflow") else real_find_spec(name, *a)))
-    monkeypatch.setattr("os.path.exists", lambda p: tpu and p == "/dev/accel0")
+    monkeypatch.setattr("os.path.exists", lambda p: tpu is not None and p == tpu)
     monkeypatch.setattr("os.path.isdir", lambda p: cloned and p == colab.COLAB_CLONE)
     monkeypatch.setattr("os.chdir", lambda p: calls.append(f"chdir {p}"))
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
-    code = TransformerManager().transform_cell(colab.bootstrap_source(REPO))
+    source = colab.bootstrap_source(REPO)
+    if tick_tensorflow_tpu:
+        source = source.replace("INSTALL_TENSORFLOW_TPU = False", "INSTALL_TENSORFLOW_TPU = True")
+    code = TransformerManager().transform_cell(source)
     exec(compile(code, "<bootstrap>", "exec"), {"get_ipython": FakeIPython})
     return calls
 
@@ -186,16 +197,70 @@ def test_bootstrap_second_run_only_changes_folder(monkeypatch):
     assert calls == [f"chdir {colab.COLAB_CLONE}/notebooks"]
 
 
-def test_bootstrap_installs_tpu_tensorflow_on_tpu_runtime(monkeypatch):
-    calls = _exec_bootstrap(monkeypatch, colab_loaded=True, installed=set(), tpu=True)
-    assert len(calls) == 4
-    assert "tensorflow-tpu" in calls[0] and "libtpu" in calls[0]
-    assert calls[1].startswith("!git clone") and calls[2].startswith("%pip install")
+@pytest.mark.parametrize("device", ["/dev/vfio/0", "/dev/accel0"])  # v5e; older TPU VMs
+def test_bootstrap_on_tpu_uses_the_runtime_and_skips_tensorflow(monkeypatch, capsys, device):
+    calls = _exec_bootstrap(monkeypatch, colab_loaded=True, installed=set(), tpu=device)
+    clone = colab.COLAB_CLONE
+    assert calls == [f"!git clone -q --depth 1 {REPO} {clone}",
+                     f'%pip install -q "{clone}{{extra}}"', f"chdir {clone}/notebooks"], calls
+    assert not any("tensorflow" in c for c in calls), calls
+    assert "INSTALL_TENSORFLOW_TPU" in capsys.readouterr().out
+
+
+def test_bootstrap_installs_tensorflow_tpu_only_when_ticked_with_the_warning(monkeypatch, capsys):
+    calls = _exec_bootstrap(monkeypatch, colab_loaded=True, installed=set(), tpu="/dev/vfio/0",
+                            tick_tensorflow_tpu=True)
+    assert len(calls) == 4, calls
+    assert "tensorflow-tpu" in calls[0] and "libtpu" in calls[0], calls
+    assert calls[1].startswith("!git clone") and calls[2].startswith("%pip install"), calls
+    out = capsys.readouterr().out
+    assert out.startswith("warning: ") and "#5174" in out and "#5419" in out, out
+
+
+def test_bootstrap_installs_accelkit_without_tf_extra_on_tpu(monkeypatch):
+    """On a TPU the install line gets extra == "" (pip then adds only what the runtime lacks)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    code = TransformerManager().transform_cell(colab.bootstrap_source(REPO))
+    assert 'extra = "" if on_tpu else "[tf]"' in code
+
+
+def test_bootstrap_is_folded_with_a_title(tmp_path):
+    lines = colab.bootstrap_source(REPO).splitlines()
+    assert lines[0].startswith("#@title ") and len(lines[0]) < 110, lines[0]
+    assert lines[1].startswith(colab.BOOTSTRAP_MARK), lines[1]
+    assert any(line.startswith("INSTALL_TENSORFLOW_TPU = False  #@param") for line in lines)
+    nb_path = _notebook(tmp_path / "94_f.ipynb", colab.PLACEHOLDER)
+    colab.check([nb_path], REPO, write=True)
+    meta = nbformat.read(nb_path, as_version=4).cells[1].metadata
+    assert meta["cellView"] == "form" and meta["jupyter"]["source_hidden"] is True, meta
+
+
+def test_unfolded_bootstrap_is_reported_and_folded_keeping_other_metadata(tmp_path):
+    nb_path = _notebook(tmp_path / "93_g.ipynb", colab.badge_line(REPO, "93_g.ipynb"),
+                        bootstrap=colab.bootstrap_source(REPO))
+    nb = nbformat.read(nb_path, as_version=4)
+    nb.cells[1].metadata["tags"] = ["keep"]
+    nbformat.write(nb, nb_path)
+    assert [p.what for p in colab.check([nb_path], REPO)] == ["bootstrap not folded"]
+    colab.check([nb_path], REPO, write=True)
+    nb = nbformat.read(nb_path, as_version=4)
+    assert nb.cells[1].metadata["tags"] == ["keep"]
+    nbformat.validate(nb)
+    assert colab.check([nb_path], REPO) == []
+
+
+def test_old_bootstrap_without_title_is_recognised_and_replaced(tmp_path):
+    old = colab.bootstrap_source(REPO).split("\n", 1)[1]  # the mark on the first line
+    nb_path = _notebook(tmp_path / "92_h.ipynb", colab.badge_line(REPO, "92_h.ipynb"), bootstrap=old)
+    problems = colab.check([nb_path], REPO, write=True)
+    assert [p.what for p in problems] == ["bootstrap stale", "bootstrap not folded"], problems
+    assert len(nbformat.read(nb_path, as_version=4).cells) == 3  # replaced, not inserted
 
 
 def test_bootstrap_never_mounts_or_assumes_content_off_colab():
     lines = colab.bootstrap_source(REPO).splitlines()
-    assert lines[0].startswith(colab.BOOTSTRAP_MARK)
+    assert lines[1].startswith(colab.BOOTSTRAP_MARK)
     gate = lines.index('if "google.colab" in sys.modules:  # anywhere else: nothing to do')
     for i, line in enumerate(lines):
         if "/content" in line or "%pip" in line or "!git" in line or "chdir" in line:

@@ -76,3 +76,22 @@ def test_doctor_neither_imports_tensorflow_nor_initialises_cuda():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_doctor_ends_with_one_readiness_line_per_notebook():
+    text = course.doctor(notebooks=NOTEBOOKS)
+    tail = [line for line in text.split("## Ready?", 1)[1].splitlines()[1:] if line]
+    stems = [p.stem.replace("_", " ") for p in course.find_notebooks(NOTEBOOKS)]
+    assert [line.split(":")[0] for line in tail] == [f"- {s}" for s in stems], tail
+    assert text.rstrip().endswith(tail[-1]), "the verdicts close the report"
+
+
+def test_readiness_verdicts():
+    rows = [course.Requirement("00 a", "a CPU", True, ""),
+            course.Requirement("01 b", "NCCL and >= 2 GPUs", False, ""),
+            course.Requirement("02 c", "tensorflow installed (required)", False, ""),
+            course.Requirement("02 c", "a TPU attached", False, "")]
+    assert course.readiness(rows) == [
+        "- 00 a: ready: runs in full here",
+        "- 01 b: ready; falls back where it needs: NCCL and >= 2 GPUs",
+        "- 02 c: cannot run: tensorflow installed (required)"]

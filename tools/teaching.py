@@ -1,0 +1,119 @@
+"""TEACHING.md's generated tables: run times per notebook, and what each hardware class shows.
+
+    python tools/teaching.py --check   # exit 1 when a table differs from its sources
+    python tools/teaching.py --write   # regenerate them in place
+
+Two blocks of TEACHING.md are written here, each between its markers:
+
+* ``<!-- teaching-runtimes:start/end -->``: per notebook, its measured run time on the CI
+  machine class (``verified/cpu-avx512-bf16.json``, as in README.md, :mod:`runtimes`) and on
+  every GPU/TPU class that has a verification record (``verified/*.json``), or "none yet".
+* ``<!-- expectations:start/end -->``: for the classes a classroom has (laptops, Apple,
+  Colab's T4 and TPU, ...), the autocast choice and every speedup claim's floor, from
+  :mod:`accelkit.hardware` and :mod:`accelkit.claims` (what ``python -m accelkit doctor
+  --hardware NAME`` prints, one class per column).
+
+Owns these two tables.  Lives elsewhere: the claims and classes (``accelkit/claims.py``,
+``accelkit/hardware.py``), the records (``accelkit/verify.py``), the README's run times
+(``tools/runtimes.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import runtimes  # noqa: E402  (tools/runtimes.py, beside this file)
+
+ROOT = Path(__file__).resolve().parents[1]
+TEACHING = ROOT / "TEACHING.md"
+#: The classes a classroom brings, in the order the table shows them.
+ROOM = ["cpu-avx2", "cpu-avx512-bf16", "cpu-amx", "cpu-arm64", "apple-mps", "t4", "l4", "a100",
+        "tpu-v5e"]
+BLOCKS = ("teaching-runtimes", "expectations")
+
+
+def _records(folder: Path) -> list[dict]:
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+
+
+def runtime_table(folder: Path = ROOT / "verified") -> str:
+    """Return the Markdown table of run times per notebook: CI CPU, and each accelerator record."""
+    ci = runtimes.load_record(folder / f"{runtimes.CI_CLASS}.json")
+    accel = [r for r in _records(folder) if not str(r.get("class", "")).startswith("cpu")]
+    head = "| notebook | CI CPU (`ci` profile) | " + (
+        " | ".join(f"`{r['class']}` ({r['profile']}, {r['date']})" for r in accel)
+        or "GPU / TPU record") + " |"
+    lines = [head, "|---|---|" + "---|" * max(1, len(accel))]
+    for stem in ci["notebooks"]:
+        cells = [_cell(ci, stem)] + ([_cell(r, stem) for r in accel] or ["none yet"])
+        lines.append(f"| {stem} | " + " | ".join(cells) + " |")
+    lines.append(f"\nCI CPU: `{ci['class']}`, {ci.get('hardware', {}).get('cpu_count', '?')} "
+                 f"cores, `make verify` of {ci['date']}. GPU/TPU columns appear when "
+                 "`make verify` on such a machine adds its record to `verified/`.")
+    return "\n".join(lines)
+
+
+def _cell(record: dict, stem: str) -> str:
+    secs = runtimes.wall(record, stem)
+    return runtimes.duration(secs) if secs is not None else "not measured"
+
+
+def expectations_table(classes: list[str] = ROOM) -> str:
+    """Return the Markdown table: per claim, its floor on each class ("·": shown, no claim).
+
+    Raises:
+        KeyError: for an unknown class name.
+    """
+    from accelkit import hardware
+
+    cls = [hardware.get(n) for n in classes]
+    lines = ["| | " + " | ".join(f"`{c.name}`" for c in cls) + " |",
+             "|---|" + "---|" * len(cls),
+             "| autocast dtype | " + " | ".join(
+                 c.amp_dtype + (" + GradScaler" if c.grad_scaler else "") for c in cls) + " |"]
+    for name, what in hardware.CLAIMS.items():
+        floors = [c.floor(name) for c in cls]
+        lines.append(f"| {what} | " + " | ".join(
+            f"≥ {f:g}x" if f is not None else "·" for f in floors) + " |")
+    return "\n".join(lines)
+
+
+def update(text: str, folder: Path = ROOT / "verified") -> str:
+    """Return TEACHING.md's text with both generated blocks current.
+
+    Raises:
+        ValueError: when a block's markers are missing.
+    """
+    for block, body in zip(BLOCKS, (runtime_table(folder), expectations_table())):
+        start, end = f"<!-- {block}:start -->", f"<!-- {block}:end -->"
+        if start not in text or end not in text:
+            raise ValueError(f"TEACHING.md has no {start} ... {end} markers")
+        head, rest = text.split(start, 1)
+        text = f"{head}{start}\n{body}\n{end}{rest.split(end, 1)[1]}"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: ``--check`` (default) or ``--write``."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--write", action="store_true")
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    text = TEACHING.read_text(encoding="utf-8")
+    new = update(text)
+    if new == text:
+        return 0
+    if args.write:
+        TEACHING.write_text(new, encoding="utf-8")
+        print(f"updated {TEACHING.name}")
+        return 0
+    print("TEACHING.md's tables are stale: python tools/teaching.py --write", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
