@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab run verify test lint typecheck unit slow nbval nbval-laptop refresh colab doctor compare clean
+.PHONY: setup lab run verify test lint typecheck unit slow nbval nbval-laptop refresh colab doctor compare wheelhouse runtimes clean
 
 # Jupyter refuses to start as root ("Running as root is not recommended") unless told; in
 # containers, CI images and cloud VMs root is the only user, so pass --allow-root there.
@@ -12,9 +12,12 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 setup: $(STAMP)
 
+# Offline install when wheelhouse/ holds wheels (`make wheelhouse` on a machine with network).
+WHEELS := $(if $(wildcard wheelhouse/*.whl),--no-index --find-links wheelhouse,)
+
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt $(WHEELS) -e ".[dev]"
 	@touch $(STAMP)
 
 lab: $(STAMP)  ## start JupyterLab on notebooks/ (kernel = this venv; nothing registered globally)
@@ -65,6 +68,13 @@ colab: $(STAMP)  ## regenerate the Open-in-Colab badges and bootstrap cells from
 RUNS ?= build $(wildcard verified/*.json)
 compare: $(STAMP)  ## the same result keys across machines: make compare RUNS="build hand_ins/"
 	$(PY) -m accelkit compare $(RUNS) --out build/compare
+
+wheelhouse:  ## instructors: download the pinned set for PLATFORM / PYVER into wheelhouse/
+	$(PYTHON) tools/setup_course.py wheelhouse $(if $(PLATFORM),--platform $(PLATFORM)) $(if $(PYVER),--python-version $(PYVER))
+
+runtimes: $(STAMP)  ## run times in README, notebook headers and TEACHING.md from verified/cpu-avx512-bf16.json
+	$(PY) tools/runtimes.py --write
+	$(PY) tools/teaching.py --write
 
 doctor: $(STAMP)
 	$(PY) -m accelkit doctor
