@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from accelkit.config import Profile
     from accelkit.roofline import Placement, Roofline
 
+#: Line styles of the compute roofs, one per dtype (colour alone fails in greyscale print).
+_ROOF_STYLES = ("-", "--", ":", "-.")
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
@@ -163,6 +165,10 @@ def roofline(roof: Roofline, points: Sequence[Placement] = (), *, title: str = "
              ax: Axes | None = None) -> Axes:
     """Draw a roofline on log-log axes: one compute roof per dtype, the memory roof, and points.
 
+    The memory roof (shared by every dtype) is drawn once, up to the highest ridge point; each
+    compute roof runs flat from its own ridge point, in its own colour and line style, so roofs
+    of similar height never hide one another.
+
     Args:
         roof: from :func:`accelkit.roofline.measure`.
         points: kernels placed with :meth:`Roofline.place`; each is drawn at
@@ -180,13 +186,17 @@ def roofline(roof: Roofline, points: Sequence[Placement] = (), *, title: str = "
     xs_pts = [p.intensity for p in points]
     lo = min([min(ridges) / 100] + [x / 4 for x in xs_pts])
     hi = max([max(ridges) * 20] + [x * 4 for x in xs_pts])
-    xs = np.geomspace(lo, hi, 200)
+    # one memory roof shared by every dtype (drawn once, so it hides none of them), then each
+    # dtype's compute roof from its ridge point on, in a style of its own: roofs of similar
+    # height stay distinguishable, and none is drawn on top of another's slope
+    slope = np.geomspace(lo, max(ridges), 100)
+    ax.plot(slope, slope * roof.bandwidth_gbps / 1e3, color="0.35", lw=1.5,
+            label=f"memory roof: {roof.bandwidth_gbps:.3g} GB/s")
     for i, key in enumerate(roof.peak_tflops):
-        ys = [roof.attainable_tflops(float(x), key) for x in xs]
-        ax.plot(xs, ys, color=f"C{i}", lw=2,
-                label=f"{key}: {roof.peak_tflops[key]:.3g} TFLOP/s, ridge "
-                      f"{roof.ridge_point(key):.3g} FLOP/B")
-    ax.plot([], [], " ", label=f"memory roof: {roof.bandwidth_gbps:.3g} GB/s")
+        peak, ridge = roof.peak_tflops[key], roof.ridge_point(key)
+        ax.plot([ridge, hi], [peak, peak], color=f"C{i}", lw=2, ls=_ROOF_STYLES[i % 4],
+                label=f"{key}: {peak:.3g} TFLOP/s, ridge {ridge:.3g} FLOP/B")
+        ax.plot([ridge], [peak], "|", color=f"C{i}", ms=10, mew=2)  # where its slope ends
     for p in points:
         ax.plot(p.intensity, p.achieved_tflops, "o", color="black")
         ax.annotate(f"{p.label} ({p.fraction:.0%})", (p.intensity, p.achieved_tflops),

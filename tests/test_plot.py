@@ -51,6 +51,10 @@ def test_roofline_plot_is_log_log_with_one_roof_per_dtype():
     roofs = [line for line in ax.get_lines() if line.get_linewidth() == 2]
     assert len(roofs) == 2
     assert max(roofs[1].get_ydata()) == pytest.approx(4.0)
+    # fails if two dtypes' roofs share a line style (one would hide the other where they meet)
+    assert len({line.get_linestyle() for line in roofs}) == 2, "each roof needs its own style"
+    # fails if a compute roof is drawn along the memory slope (there it covers the others)
+    assert all(min(line.get_ydata()) == max(line.get_ydata()) for line in roofs), "roofs are flat"
     assert any("add" in t.get_text() for t in ax.texts)
     assert _stamp(ax) == "cpu · profile full"
 

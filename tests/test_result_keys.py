@@ -9,7 +9,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 REQUIRED = {
     "00_device_setup": ["roofline.matmul_fp32_tflops", "roofline.matmul_bf16_tflops",
-                        "roofline.copy_gbps", "digits.torch_test_acc", "digits.tf_test_acc"],
+                        "roofline.copy_gbps", "digits.torch_test_acc", "digits.tf_test_acc",
+                        "async.torch_naive_over_synced", "copy.pinned_speedup"],
     "01_data_vs_model_parallelism": [
         "parallel.dp_grad_max_abs_err", "parallel.tp_max_abs_err", "parallel.pp_max_abs_err",
         "parallel.pp_bubble_predicted", "parallel.pp_bubble_measured",
