@@ -181,7 +181,7 @@ def test_widgets_rerender_when_a_control_moves(monkeypatch):
     monkeypatch.setattr(IPython.display, "display", shown.append)
     ak.explore.memory(**MLP, strategy="zero3")
     (root,) = shown
-    controls, readout = root.children[0].children
+    controls, readout, _ = root.children
     slider = next(c for c in controls.children if c.description == "devices N")
     assert "N = 2:" in readout.value and ui.READOUT_CLASS in readout._dom_classes
     slider.value = 8
@@ -189,3 +189,25 @@ def test_widgets_rerender_when_a_control_moves(monkeypatch):
                              activation_bytes=memory.mlp_activation_bytes(256, [64, 1024, 1024, 10]))
     assert "N = 8:" in readout.value and "world_size=8" in readout.value
     assert f"{want.total_bytes / 2**20:.3g} MiB" in readout.value
+
+
+@pytest.mark.slow
+def test_memory_explorer_in_a_real_browser(tmp_path):
+    """tools/browser_check.py: JupyterLab + headless Chromium move the N slider (issue 17)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    py = os.environ.get("ACCELKIT_PLAYWRIGHT_PYTHON", sys.executable)
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("no /usr/bin/chromium (Debian: apt-get install chromium)")
+    if subprocess.run([py, "-c", "import playwright"], capture_output=True).returncode:
+        pytest.skip(f"no playwright in {py} (set $ACCELKIT_PLAYWRIGHT_PYTHON)")
+    tool = Path(__file__).parents[1] / "tools" / "browser_check.py"
+    run = subprocess.run([py, str(tool), "--python", sys.executable, "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=280)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    seen = json.loads((tmp_path / "browser_check.json").read_text())
+    assert "N = 8:" in seen["readout_after"] and seen["figure_before"] != seen["figure_after"]

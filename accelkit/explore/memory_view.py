@@ -128,7 +128,7 @@ def draw(view: MemoryView, device: str) -> Any:
     fig, ax = plt.subplots(figsize=(7.2, 3.8))
     bottom = [0.0] * len(bars)
     labels = ("parameters", "gradients", "optimizer states", "activations",
-              "peak: buckets, gathered unit, temporaries")
+              "transient at the step's peak")
     for j, label in enumerate(labels):
         vals = [v[j] / scale for _, v in bars]
         ax.bar(range(len(bars)), vals, bottom=bottom, label=label, color=f"C{j}")

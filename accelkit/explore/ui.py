@@ -172,7 +172,7 @@ def show(name: str, settings: dict[str, Any], controls: Mapping[str, Control], r
     for box in boxes.values():
         box.observe(update, names="value")
     update()
-    display(w.VBox([w.HBox([w.VBox(list(boxes.values())), readout]), out]))
+    display(w.VBox([w.VBox(list(boxes.values())), readout, out]))
 
 
 __all__ = ["MODE_ENV", "Control", "as_code", "is_interactive", "show"]
