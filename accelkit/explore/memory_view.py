@@ -134,9 +134,10 @@ def draw(view: MemoryView, device: str) -> Any:
         ax.bar(range(len(bars)), vals, bottom=bottom, label=label, color=f"C{j}")
         bottom = [b + v for b, v in zip(bottom, vals)]
     chosen = STRATEGY_NAMES[view.chosen.strategy]
-    ax.set_xticks(range(len(bars)), [n for n, _ in bars], rotation=20, ha="right", fontsize=8)
-    for tick in ax.get_xticklabels():
-        tick.set_fontweight("bold" if tick.get_text().startswith(chosen) else "normal")
+    ax.set_xticks(range(len(bars)), [n.replace("/", "/\n").replace(" peak", "\npeak")
+                                     for n, _ in bars], fontsize=8)
+    for tick, (name, _) in zip(ax.get_xticklabels(), bars):
+        tick.set_fontweight("bold" if name.startswith(chosen) else "normal")
     if view.device_bytes == view.device_bytes and view.device_bytes <= 4 * max(bottom) * scale:
         ax.axhline(0.9 * view.device_bytes / scale, color="tab:red", ls="--",
                    label=f"90% of {device}")

@@ -89,7 +89,7 @@ def draw(roof: rl.Roofline, view: RooflineView, points: Sequence[rl.Placement] =
     ax.set_xlim(min(lo, view.intensity / 4), max(hi, view.intensity * 4))
     ax.plot([view.intensity], [view.attainable_tflops], "*", color="tab:red", markersize=14,
             gid="explore-point", label=f"{view.label}: {view.bound}-bound")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left")  # as plot.roofline: the stamp is lower right
     return ax.figure
 
 
