@@ -41,7 +41,10 @@ __all__ = ["MODE_ENV", "comm", "is_interactive", "memory", "mfu", "pipeline", "r
 
 
 def __getattr__(name: str) -> Any:
-    """Import the entry point ``name`` from its module on first use (PEP 562)."""
+    """Import the entry point ``name`` from its module, or the module ``name``, on first use
+    (PEP 562): ``ak.explore.memory_view.compute(...)`` works without an import."""
+    if name in _ENTRY_POINTS.values():
+        return importlib.import_module(f"{__name__}.{name}")
     if name in _ENTRY_POINTS:
         fn = getattr(importlib.import_module(f"{__name__}.{_ENTRY_POINTS[name]}"), name)
         globals()[name] = fn
