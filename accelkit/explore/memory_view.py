@@ -199,10 +199,10 @@ def memory(n_params: int, *, strategy: str = "dp", world_size: int = 2, batch: i
 
     Example: ``ak.explore.memory(7_000_000_000, strategy="zero3", world_size=8, device="h100")``
     """
-    settings: dict[str, Any] = dict(n_params=n_params, strategy=strategy, world_size=world_size, batch=batch,
-                    sample_activation_bytes=sample_activation_bytes,
-                    widths=list(widths) if widths else None, precision=precision,
-                    optimizer=optimizer, largest_param=largest_param, device=device)
+    settings: dict[str, Any] = dict(
+        n_params=n_params, strategy=strategy, world_size=world_size, batch=batch,
+        sample_activation_bytes=sample_activation_bytes, widths=list(widths) if widths else None,
+        precision=precision, optimizer=optimizer, largest_param=largest_param, device=device)
     compute(**settings)  # fail here, with the caller's settings, not inside a widget callback
     controls = {
         "n_params": ui.Control("logint", "parameters", 1e5, 1e12),

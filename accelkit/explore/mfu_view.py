@@ -142,9 +142,9 @@ def mfu(*, n_layer: int, n_head: int, n_embd: int, seq_len: int, tokens_per_s: f
     Example: ``ak.explore.mfu(n_layer=12, n_head=12, n_embd=768, seq_len=1024, tokens_per_s=1e5,
     peak_tflops=989.4)``
     """
-    settings: dict[str, Any] = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, seq_len=seq_len,
-                    tokens_per_s=tokens_per_s, peak_tflops=peak_tflops, vocab_size=vocab_size,
-                    peak=peak, checkpoint=checkpoint)
+    settings: dict[str, Any] = dict(
+        n_layer=n_layer, n_head=n_head, n_embd=n_embd, seq_len=seq_len, tokens_per_s=tokens_per_s,
+        peak_tflops=peak_tflops, vocab_size=vocab_size, peak=peak, checkpoint=checkpoint)
     compute(**settings)
     controls = {"n_layer": ui.Control("int", "layers L", 1, 96),
                 "n_embd": ui.Control("choice", "width d", options=sorted(  # divisible by H
