@@ -50,8 +50,10 @@ def test_runner_and_nbval_force_the_static_fallback():
 
 def test_settings_print_as_a_call_that_reproduces_them():
     code = ui.as_code("memory", {"n_params": 10, "strategy": "zero3", "bus": 0.123456789,
+                                 "measured": {1: 0.5112072229}, "widths": [64, 10],
                                  "roof": ROOF}, names={"roof": "roof"})
-    assert code == "ak.explore.memory(n_params=10, strategy='zero3', bus=0.123457, roof=roof)"
+    assert code == ("ak.explore.memory(n_params=10, strategy='zero3', bus=0.123457, "
+                    "measured={1: 0.511207}, widths=[64, 10], roof=roof)")
 
 
 # ----------------------------------------------------------------------------- memory

@@ -112,16 +112,21 @@ def as_code(name: str, settings: Mapping[str, Any], names: Mapping[str, str] = {
 
     Args:
         name: the explorer's entry point (``"memory"``).
-        settings: the keyword arguments; floats written with 6 significant digits.
+        settings: the keyword arguments; floats (also inside dicts and lists) written with 6
+            significant digits.
         names: settings that are objects, not literals, written as this name instead
             (``{"roof": "roof"}``).
     """
-    def lit(key: str, v: Any) -> str:
-        if key in names:
-            return names[key]
-        return f"{v:.6g}" if isinstance(v, float) else repr(v)
+    def lit(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.6g}"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{lit(k)}: {lit(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, list):
+            return "[" + ", ".join(lit(x) for x in v) + "]"
+        return repr(v)
 
-    args = ", ".join(f"{k}={lit(k, v)}" for k, v in settings.items())
+    args = ", ".join(f"{k}={names[k] if k in names else lit(v)}" for k, v in settings.items())
     return f"ak.explore.{name}({args})"
 
 
