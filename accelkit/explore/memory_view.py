@@ -141,6 +141,7 @@ def draw(view: MemoryView, device: str) -> Any:
     if view.device_bytes == view.device_bytes and view.device_bytes <= 4 * max(bottom) * scale:
         ax.axhline(0.9 * view.device_bytes / scale, color="tab:red", ls="--",
                    label=f"90% of {device}")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.06)  # room above the tallest bar
     ax.set_ylabel(f"per device ({unit})")
     ax.set_title(f"memory per device, N = {view.chosen.world_size}")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
