@@ -212,4 +212,10 @@ def test_memory_explorer_in_a_real_browser(tmp_path):
                          capture_output=True, text=True, timeout=280)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     seen = json.loads((tmp_path / "browser_check.json").read_text())
-    assert "N = 8:" in seen["readout_after"] and seen["figure_before"] != seen["figure_after"]
+    for n, text in ((2, seen["readout_before"]), (8, seen["readout_after"])):
+        view = memory_view.compute(1_126_410, strategy="zero3", world_size=n, batch=128,
+                                   widths=[64, 1024, 1024, 10], largest_param=1024 * 1024)
+        # fails when the page shows another number than the model's for this N
+        assert f"N = {n}: steady {view.chosen.total_bytes / 2**20:.3g} MiB" in text, text
+        assert f"peak of a step {view.peak.total_bytes / 2**20:.3g} MiB" in text, text
+    assert seen["figure_before"] != seen["figure_after"], "the figure was not redrawn"

@@ -4,7 +4,7 @@
 What it checks, step by step (each step fails the run with a message):
 
 1. writes a two-cell notebook (``import accelkit as ak``; ``ak.explore.memory(...)`` at
-   notebook 01's measured case) into ``--out``;
+   notebook 01's measured FSDP case: its MLP, 2 ranks, 64 samples each) into ``--out``;
 2. starts JupyterLab on it (``--allow-root``, a free port, a random token; the kernel gets
    ``PYTHONPATH`` = this repository and no ``$ACCELKIT_EXPLORE``, so the explorer decides
    by itself that a front end is there);
@@ -42,7 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-CALL = ("ak.explore.memory(1_126_410, strategy='zero3', world_size=2, batch=256,\n"
+CALL = ("ak.explore.memory(1_126_410, strategy='zero3', world_size=2, batch=128,\n"
         "                  widths=[64, 1024, 1024, 10], largest_param=1024 * 1024)")
 
 
