@@ -243,6 +243,27 @@ def mfu(tokens_per_s: float, flops_token: float, peak_tflops: float) -> float:
     return tokens_per_s * flops_token / (peak_tflops * 1e12)
 
 
+def recompute_flops_per_token(cfg: GPTConfig, block_params: int,
+                              seq_len: int | None = None) -> float:
+    """FLOPs per token that activation checkpointing of every block adds: ``2·N_b + 4·L·d·T``.
+
+    A checkpointed block runs its forward pass again in the backward: its dense part
+    ``2·N_b`` (``N_b`` the blocks' parameters) and its attention ``4·L·d·T`` (the forward half
+    of :func:`flops_per_token`'s ``12·L·d·T``).  Add it to :func:`flops_per_token` for the
+    *hardware* FLOPs utilisation (HFU; :func:`mfu` with the sum).
+
+    Args:
+        cfg: the model's shape (L = ``n_layer``, d = ``n_embd``).
+        block_params: parameters of the checkpointed blocks.
+        seq_len: T, default ``cfg.block_size``.
+
+    Returns:
+        FLOPs per token (float).
+    """
+    t = cfg.block_size if seq_len is None else seq_len
+    return 2.0 * block_params + 4.0 * cfg.n_layer * cfg.n_embd * t
+
+
 class Stepper:
     """One training configuration; each call takes one optimizer step on the next batch.
 
@@ -426,6 +447,7 @@ __all__ = [
     "keras_gpt",
     "manual_attention",
     "mfu",
+    "recompute_flops_per_token",
     "n_params",
     "trace_spans",
 ]

@@ -98,10 +98,20 @@ class MemoryEstimate:
         Raises:
             ValueError: for ``device_bytes <= 0`` or ``headroom`` outside (0, 1].
         """
-        if device_bytes <= 0 or not 0 < headroom <= 1:
-            raise ValueError(f"need device_bytes > 0 and 0 < headroom <= 1, got "
-                             f"{device_bytes}, {headroom}")
-        return self.total_bytes <= headroom * device_bytes
+        return fits(self.total_bytes, device_bytes, headroom)
+
+
+def fits(total_bytes: float, device_bytes: float, headroom: float = 0.9) -> bool:
+    """True when ``total_bytes`` fit in ``headroom * device_bytes`` (the rest: the framework,
+    the allocator's fragmentation, communication buffers).
+
+    Raises:
+        ValueError: for ``device_bytes <= 0`` or ``headroom`` outside (0, 1].
+    """
+    if device_bytes <= 0 or not 0 < headroom <= 1:
+        raise ValueError(f"need device_bytes > 0 and 0 < headroom <= 1, got "
+                         f"{device_bytes}, {headroom}")
+    return total_bytes <= headroom * device_bytes
 
 
 def _check_int(name: str, value: Any, low: int) -> None:
@@ -343,6 +353,11 @@ class PeakEstimate:
         resident = s.params_bytes + s.grads_bytes + s.optimizer_bytes + self.bucket_bytes
         return resident + max(self.activations_bytes + self.gathered_bytes,
                               self.optimizer_temp_bytes)
+
+    def fits(self, device_bytes: float, headroom: float = 0.9) -> bool:
+        """True when the peak :attr:`total_bytes` fits in ``headroom * device_bytes``
+        (see :func:`fits`)."""
+        return fits(self.total_bytes, device_bytes, headroom)
 
 
 def peak_per_device(n_params: int, strategy: str, world_size: int, *,

@@ -9,6 +9,10 @@ measured.
 Uses the object API (``fig, ax = plt.subplots()``), which works with any backend,
 including the non-interactive ``Agg`` used in CI.
 
+:func:`text_overlaps` checks a drawn figure for text boxes that overlap (tick labels, labels,
+titles, annotations, legends): the tests run it on every plot of this module and of
+:mod:`accelkit.explore`.
+
 Owns drawing only.  The size profile for the stamp is passed in (the notebook's ``P``), never
 re-read here: resolving it is :mod:`accelkit.config`'s; the measurements are
 :mod:`accelkit.bench`'s and :mod:`accelkit.roofline`'s.
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -383,5 +387,56 @@ def timeline(spans: Sequence[tuple[str, str, float, float]], *, title: str = "",
     return stamp(ax, device, profile)
 
 
-__all__ = ["loss_curves", "roofline", "stamp", "throughput_curve", "timeline", "timing_bars",
-           "waterfall"]
+
+
+# ----------------------------------------------------------------------------- checking
+def _texts(fig: Any) -> list[tuple[str, Any]]:
+    """The visible, non-empty text items of ``fig`` to compare: (description, artist)."""
+    items: list[tuple[str, Any]] = []
+    for i, ax in enumerate(fig.axes):
+        for name, labels, lim, k in (("x tick", ax.get_xticklabels(which="both"), ax.get_xlim(), 0),
+                                     ("y tick", ax.get_yticklabels(which="both"), ax.get_ylim(), 1)):
+            lo, hi = sorted(lim)
+            items += [(f"axes {i} {name} {t.get_text()!r}", t) for t in labels
+                      if lo <= t.get_position()[k] <= hi]  # ticks outside the view are not drawn
+        items += [(f"axes {i} {t.get_text()!r}", t) for t in
+                  (ax.xaxis.label, ax.yaxis.label, ax.title, *ax.texts)]
+        if ax.get_legend() is not None:
+            items.append((f"axes {i} legend", ax.get_legend()))
+    items += [(f"figure {t.get_text()!r}", t) for t in fig.texts]
+    items += [(f"figure legend {j}", leg) for j, leg in enumerate(fig.legends)]
+    return [(d, a) for d, a in items if a.get_visible() and (
+        not hasattr(a, "get_text") or a.get_text().strip())]
+
+
+def text_overlaps(fig: Any, pad_px: float = 1.0) -> list[tuple[str, str]]:
+    """Render ``fig`` and list every pair of texts whose boxes overlap.
+
+    Compared: tick labels (major and minor, those inside the view), axis labels, titles,
+    texts and annotations of every axes, each legend as one box, and the figure's texts.
+    A legend's own entries are inside its box and not compared with it.
+
+    Args:
+        fig: a matplotlib ``Figure`` (``ax.figure`` for a helper that returns an ``Axes``).
+        pad_px: shrink every box by this many pixels per side first, so that boxes that
+            merely touch do not count.
+
+    Returns:
+        ``[(description, description), ...]``, empty when no two texts overlap.
+
+    Example: ``assert not ak.plot.text_overlaps(ax.figure), ak.plot.text_overlaps(ax.figure)``
+    """
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = []
+    for desc, artist in _texts(fig):
+        box = artist.get_window_extent(renderer)
+        if box.width > 2 * pad_px and box.height > 2 * pad_px:
+            boxes.append((desc, box.expanded((box.width - 2 * pad_px) / box.width,
+                                             (box.height - 2 * pad_px) / box.height)))
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:]
+            if ba.overlaps(bb)]
+
+
+__all__ = ["loss_curves", "roofline", "stamp", "text_overlaps", "throughput_curve", "timeline",
+           "timing_bars", "waterfall"]

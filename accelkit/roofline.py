@@ -195,9 +195,32 @@ class Roofline:
         """
         ai = intensity(timing)
         key = dtype_key(dtype)
-        bound = "memory" if ai < self.ridge_point(key) else "compute"
         return Placement(timing.label, key, ai, timing.tflops or 0.0,
-                         self.attainable_tflops(ai, key), bound)
+                         self.attainable_tflops(ai, key), self.bound(ai, key))
+
+    def bound(self, intensity: float, dtype: Any = "fp32") -> str:
+        """Return ``"memory"`` for an intensity left of the ridge point, else ``"compute"``."""
+        return "memory" if intensity < self.ridge_point(dtype) else "compute"
+
+    def predicted_s(self, flops: float, bytes_moved: float, dtype: Any = "fp32") -> float:
+        """Predict a kernel's time at its roof: ``flops / attainable(flops / bytes_moved)``.
+
+        Args:
+            flops: the kernel's FLOP, > 0.
+            bytes_moved: bytes it reads and writes, > 0.
+            dtype: its compute roof.
+
+        Returns:
+            Seconds (the fastest this roofline allows; real kernels take longer).
+
+        Raises:
+            ValueError: for ``flops`` or ``bytes_moved`` <= 0, or an unmeasured dtype.
+
+        Example: ``roof.predicted_s(2 * 512**3, 3 * 512**2 * 4)``
+        """
+        if not (flops > 0 and bytes_moved > 0):
+            raise ValueError(f"flops and bytes_moved must be > 0, got {flops}, {bytes_moved}")
+        return flops / (self.attainable_tflops(flops / bytes_moved, dtype) * 1e12)
 
     def table(self) -> str:
         """Return the roofs as a Markdown table (peak and ridge point per dtype)."""

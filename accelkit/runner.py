@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from accelkit import config, course, report
+from accelkit.explore.ui import MODE_ENV as EXPLORE_ENV
 
 RESULTS_JSONL = "results.jsonl"  # in the build folder: what the notebooks record, one line each
 
@@ -89,7 +90,8 @@ def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
             cell.outputs, cell.execution_count = [], None
     kernel_env = dict(os.environ)
     kernel_env.update({config.PROFILE_ENV: profile if isinstance(profile, str) else profile.name,
-                       report.NOTEBOOK_ENV: src.stem})
+                       report.NOTEBOOK_ENV: src.stem,
+                       EXPLORE_ENV: "static"})  # no front end: explorers draw a figure
     kernel_env.update(env or {})
     client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
                             resources={"metadata": {"path": str(src.parent)}})

@@ -180,7 +180,8 @@ def bubble_sweep(args: argparse.Namespace, info: ak.dist.RankInfo,
         torch.distributed.all_reduce(frac)         # mean over the stages
         runs = torch.tensor(idle, device=info.device)
         torch.distributed.all_reduce(runs)         # each repeat's idle, mean over the stages
-        sweep.append({"m": m, "predicted": (p - 1) / (m + p - 1), "measured": frac.item() / p,
+        sweep.append({"m": m, "predicted": ak.pipeline_model.bubble_fraction(p, m),
+                      "measured": frac.item() / p,
                       "runs": (runs / p).tolist()})
         ak.dist.print0(f"m={m}: bubble predicted {sweep[-1]['predicted']:.2f}, "
                        f"measured {sweep[-1]['measured']:.2f}")

@@ -1,0 +1,101 @@
+"""accelkit.plot.text_overlaps: no plot of the course draws text over text (issue 14, item 7).
+
+Each plotting function of accelkit.plot (accelkit.roofline does not draw) and each explorer's
+figure (accelkit.explore) is drawn with representative data — long labels, many ticks, the
+sizes the notebooks use — and must come out with no two text boxes overlapping.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pytest
+
+from accelkit import bench, plot
+from accelkit.explore import comm_view, memory_view, mfu_view, pipeline_view, roofline_view
+from accelkit.roofline import Roofline
+
+ROOF = Roofline({"fp32": 0.21, "bf16": 0.37}, 9.5, device="cpu", device_name="Xeon", profile="ci")
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def _timings() -> list[bench.Timing]:
+    return [bench.Timing(label, tuple(m * (1 + 0.05 * i) for i in range(8)), device="cpu")
+            for label, m in (("eager fp32", 3e-3), ("torch.compile fp32", 2e-3),
+                             ("autocast bf16 + compile", 1.2e-3))]
+
+
+def _axes_plots():
+    t = _timings()
+    cmp = bench.Comparison(t[0], t[1])
+    mm = bench.Timing("matmul 512", (1e-3,) * 5, flops=2 * 512**3, bytes_moved=3 * 512**2 * 4)
+    add = bench.Timing("add 96 MiB", (1e-2,) * 5, flops=2**23, bytes_moved=3 * 2**23 * 4)
+    spans = [(f"thread {r}", f"aten::op{k}", 100.0 * k + 7 * r, 80.0) for r in range(3)
+             for k in range(12)]
+    return {
+        "timing_bars": lambda: plot.timing_bars(t, "three rungs", profile="ci"),
+        "ratios": lambda: plot.ratios(cmp, floor=1.2, profile="ci"),
+        "roofline": lambda: plot.roofline(ROOF, [ROOF.place(mm), ROOF.place(add)]),
+        "throughput_curve": lambda: plot.throughput_curve(
+            [1, 2, 4, 8, 16, 32, 64, 128], {"predicted": [1.0 / m for m in range(1, 9)],
+                                           "measured": [1.1 / m for m in range(1, 9)]},
+            xlabel="micro-batches m", ylabel="fraction of the step", profile="ci", logx=True),
+        "loss_curves": lambda: plot.loss_curves({"PyTorch": [2.3, 1.9, 1.5, 1.2],
+                                                 "Keras": [2.3, 1.8, 1.4, 1.1]}, profile="ci"),
+        "waterfall": lambda: plot.waterfall(
+            ["0 baseline", "1 batches ahead", "2 SDPA", "3 autocast bf16", "4 torch.compile",
+             "5 fused AdamW"], [1.02, 1.3, 0.9, 1.8, 1.1, 1.05], title="the ladder", profile="ci"),
+        "timeline": lambda: plot.timeline(spans, title="profiler trace", profile="ci"),
+    }
+
+
+@pytest.mark.parametrize("name", list(_axes_plots()))
+def test_accelkit_plot_draws_no_text_over_text(name):
+    ax = _axes_plots()[name]()
+    overlaps = plot.text_overlaps(ax.figure)
+    # fails when a plot's tick labels, labels, legend or annotations collide
+    assert not overlaps, f"{name}: {overlaps}"
+
+
+def _explorer_figures():
+    mem = dict(n_params=1_126_410, world_size=2, batch=256, widths=[64, 1024, 1024, 10],
+               largest_param=1024 * 1024)
+    cv = comm_view.compute(4_505_640, 2, bus_gbps=0.91, latency_s=7.9e-4, backward_s=0.01)
+    return {
+        "roofline": lambda: roofline_view.draw(
+            ROOF, roofline_view.compute(ROOF, op="matmul", size=512)),
+        "memory": lambda: memory_view.draw(memory_view.compute(**mem, strategy="dp"), "h100"),
+        "memory 7B": lambda: memory_view.draw(memory_view.compute(
+            7_000_000_000, strategy="zero3", world_size=8, device="h100"), "h100"),
+        "comm": lambda: comm_view.draw(cv, 4_505_640, 2, 7.9e-4, 0.01),
+        "pipeline": lambda: pipeline_view.draw(pipeline_view.compute(2, 4),
+                                               {1: 0.43, 2: 0.36, 4: 0.32, 8: 0.36}),
+        "pipeline 8x32": lambda: pipeline_view.draw(pipeline_view.compute(8, 32)),
+        "mfu": lambda: mfu_view.draw(mfu_view.compute(
+            n_layer=2, n_head=4, n_embd=128, seq_len=256, tokens_per_s=2e4, peak_tflops=0.5,
+            checkpoint=True)),
+    }
+
+
+@pytest.mark.parametrize("name", list(_explorer_figures()))
+def test_explorer_figures_draw_no_text_over_text(name):
+    overlaps = plot.text_overlaps(_explorer_figures()[name]())
+    # fails when an explorer's figure has colliding texts
+    assert not overlaps, f"{name}: {overlaps}"
+
+
+def test_text_overlaps_finds_a_collision():
+    fig, ax = plt.subplots()
+    ax.text(0.5, 0.5, "first label")
+    ax.text(0.5, 0.5, "second label")
+    ax.set_xticks([0.5, 0.501], ["a long tick label", "another long one"])
+    found = plot.text_overlaps(fig)
+    assert any("first label" in a and "second label" in b for a, b in found), found
+    assert any("tick" in a and "tick" in b for a, b in found), found
