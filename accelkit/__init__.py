@@ -37,6 +37,7 @@ _MODULES = (
     "gpt",
     "gpt_data",
     "hardware",
+    "jax_mesh",
     "keras_mp",
     "launch",
     "launch_result",
