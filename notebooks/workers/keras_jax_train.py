@@ -79,7 +79,7 @@ def train(keras, dist, policy: str, data, args) -> dict:
             "policy": policy,
             "kernel_sharding": str(getattr(kernel.value.sharding, "spec", "one device")),
             "kernel_devices": len(kernel.value.sharding.device_set),
-            "compute_dtype": model.layers[0].compute_dtype,
+            "compute_dtype": model.layers[0].compute_dtype, "kernel_dtype": str(kernel.dtype),
             "wall_s": time.perf_counter() - start}
 
 
@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> None:
     runs = {name: train(keras, dist, policies[name], data, args) for name, dist in ways.items()}
     for name, r in runs.items():
         print(f"{name:>14}: test accuracy {r['acc']:.4f}, last loss {r['loss']:.5f}, kernel "
-              f"{r['kernel_sharding']} on {r['kernel_devices']} device(s), {r['compute_dtype']}, "
+              f"{r['kernel_sharding']} on {r['kernel_devices']} device(s), {r['compute_dtype']} math on "
+              f"{r['kernel_dtype']} weights, "
               f"{r['wall_s']:.1f} s", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"devices": choice.n, "platform": choice.platform,
