@@ -39,6 +39,7 @@ _MODULES = (
     "gpt",
     "gpt_data",
     "hardware",
+    "jax_mesh",
     "keras_mp",
     "launch",
     "launch_result",

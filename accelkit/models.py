@@ -32,10 +32,13 @@ def _check_positive(**values: Any) -> None:
 
 
 def _keras() -> Any:
+    import os
+
     from accelkit import tf_device
 
-    tf_device.import_tf()  # quiet TF logs before Keras imports TensorFlow
-    import keras
+    if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+        tf_device.import_tf()  # quiet TF logs before Keras imports TensorFlow
+    import keras  # on another backend (KERAS_BACKEND=jax) TensorFlow is not imported
 
     return keras
 

@@ -57,7 +57,7 @@ def test_every_course_notebook_declares_known_needs():
     """The metadata is the one source of the doctor's table: every notebook declares its needs."""
     for path in course.find_notebooks(NOTEBOOKS):
         assert course.declared(path)["needs"], f"{path.name} declares no accelkit.needs"
-    assert course.declared(NOTEBOOKS / "05_tpu.ipynb")["requires"] == ["tensorflow"]
+    assert course.declared(NOTEBOOKS / "05_tpu.ipynb")["requires"] == ["tensorflow", "jax"]
 
 
 def test_doctor_has_card_and_table():

@@ -1,0 +1,116 @@
+"""Keras 3 on the JAX backend: the course's digits MLP on one device, DataParallel, ModelParallel.
+
+Keras fixes its backend when it is first imported, and a notebook kernel that already imported
+TensorFlow's Keras cannot switch; so notebook 05 runs this script as its own process
+(``ak.launch.python``), which sets ``KERAS_BACKEND=jax`` before anything imports Keras::
+
+    python keras_jax_train.py --devices 8 --epochs 5 --out result.json
+
+It splits the host CPU into ``--devices`` emulated JAX devices (on a TPU: all chips; see
+``ak.jax_mesh.choose_mesh``), then trains ``ak.models.keras_mlp`` (compiled by
+``ak.models.compile_keras``: Adam, cross-entropy) from the same seed three ways: one device in
+float32; ``keras.distribution.DataParallel`` in float32 (batch split over all devices, weights
+replicated); and ``ModelParallel`` with a ``LayoutMap`` (each Dense kernel split over the
+mesh's ``model`` axis, the batch over ``batch``) under ``mixed_bfloat16``, as on a TPU.  The
+training set is cut to whole batches and the test set padded to a multiple of the device count
+with zero sample weight, so every batch splits evenly and compiles once.  Writes the test
+accuracies, last losses, kernel shardings and wall time of each run to ``--out``.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import accelkit as ak
+
+os.environ["KERAS_BACKEND"] = "jax"  # before anything imports Keras
+# Keras on JAX needs no TensorFlow, but keras.utils.set_random_seed imports it when it can (to
+# seed tf.data): seconds and hundreds of MB here.  An entry of None makes `import tensorflow`
+# fail at once, so Keras's optional probes skip it.
+sys.modules["tensorflow"] = None  # type: ignore[assignment]
+
+
+def load(devices: int, batch: int):
+    """Digits as (x_train, y_train, x_test, y_test, w_test): whole batches, padded test set."""
+    d = ak.data.digits()
+    n = len(d.x_train) // batch * batch                  # drop the remainder: static shapes
+    x_tr, y_tr = d.x_train.reshape(len(d.x_train), -1)[:n], d.y_train[:n]   # (n, 64), (n,)
+    pad = -len(d.x_test) % devices                       # test rows to add for an even split
+    x_te = np.concatenate([d.x_test.reshape(len(d.x_test), -1), np.zeros((pad, 64), np.float32)])
+    y_te = np.concatenate([d.y_test, np.zeros(pad, np.int64)])
+    w_te = np.concatenate([np.ones(len(d.y_test), np.float32), np.zeros(pad, np.float32)])
+    return x_tr, y_tr, x_te, y_te, w_te
+
+
+def distributions(keras, devices, model_axis: int):
+    """The three ways to place the model: None (one device), DataParallel, ModelParallel."""
+    # region distributions
+    data_parallel = keras.distribution.DataParallel(devices=devices)
+    mesh = keras.distribution.DeviceMesh((len(devices) // model_axis, model_axis),
+                                         ("batch", "model"), devices=devices)
+    layout_map = keras.distribution.LayoutMap(mesh)
+    layout_map[".*dense.*kernel"] = (None, "model")      # split each kernel's output columns
+    layout_map[".*dense.*bias"] = ("model",)
+    model_parallel = keras.distribution.ModelParallel(layout_map=layout_map,
+                                                      batch_dim_name="batch")
+    # endregion
+    return {"single": None, "data_parallel": data_parallel, "model_parallel": model_parallel}
+
+
+def train(keras, dist, policy: str, data, args) -> dict:
+    """Train the MLP under ``dist`` (or on one device) and ``policy``; return its results."""
+    x_tr, y_tr, x_te, y_te, w_te = data
+    start = time.perf_counter()  # one run: nothing to repeat, so a plain clock
+    keras.config.set_dtype_policy(policy)
+    keras.utils.set_random_seed(0)
+    with dist.scope() if dist is not None else contextlib.nullcontext():
+        model = ak.models.compile_keras(ak.models.keras_mlp(), args.lr)
+        history = model.fit(x_tr, y_tr, batch_size=args.batch, epochs=args.epochs, verbose=0)
+        scores = model.evaluate(x_te, y_te, sample_weight=w_te, batch_size=len(x_te),
+                                verbose=0, return_dict=True)
+    kernel = model.layers[0].kernel
+    return {"acc": float(scores["accuracy"]), "loss": float(history.history["loss"][-1]),
+            "policy": policy,
+            "kernel_sharding": str(getattr(kernel.value.sharding, "spec", "one device")),
+            "kernel_devices": len(kernel.value.sharding.device_set),
+            "compute_dtype": model.layers[0].compute_dtype, "kernel_dtype": str(kernel.dtype),
+            "wall_s": time.perf_counter() - start}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--devices", type=int, default=8, help="emulated CPU devices (no TPU/GPUs)")
+    ap.add_argument("--model-axis", type=int, default=2, help="devices on the model axis")
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=64, help="global batch size")
+    ap.add_argument("--lr", type=float, default=1e-2)
+    ap.add_argument("--mp-policy", default="mixed_bfloat16", help="ModelParallel's dtype policy")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    choice = ak.jax_mesh.choose_mesh(cpu_devices=args.devices)  # before JAX's first operation
+    import keras
+
+    print(f"Keras {keras.__version__} on {keras.backend.backend()}; {choice}", flush=True)
+    data = load(choice.n, args.batch)
+    ways = distributions(keras, list(choice.devices), args.model_axis)
+    policies = {"single": "float32", "data_parallel": "float32", "model_parallel": args.mp_policy}
+    runs = {name: train(keras, dist, policies[name], data, args) for name, dist in ways.items()}
+    for name, r in runs.items():
+        print(f"{name:>14}: test accuracy {r['acc']:.4f}, last loss {r['loss']:.5f}, kernel "
+              f"{r['kernel_sharding']} on {r['kernel_devices']} device(s), {r['compute_dtype']} math on "
+              f"{r['kernel_dtype']} weights, "
+              f"{r['wall_s']:.1f} s", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"devices": choice.n, "platform": choice.platform,
+                                    "reason": choice.reason, "backend": keras.backend.backend(),
+                                    "n_test": int(data[4].sum()), "runs": runs}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
