@@ -5,19 +5,20 @@ timed with each thread count), then
 ``torchrun --standalone --nproc-per-node=2 ddp_throughput.py --out ddp.json`` (DDP, one
 thread per process).  Under torchrun it also measures the gradient all-reduce: the ring
 model fitted on other buffer sizes predicts it, then it is timed, and the DDP step is
-timed once more under ``no_sync`` (no all-reduce): the difference is the communication
-time DDP could not hide behind the backward pass.  The baseline is measured the same way:
-rank 0 times the plain model on its own per-rank batch, under torchrun, while the other
-ranks wait (``solo_step_s``).  Finally it times a deeper model's DDP step with different
+timed under ``no_sync`` (no all-reduce): the difference is the communication time DDP could
+not hide behind the backward pass.  The baseline is measured the same way: rank 0 times the
+plain model on its own per-rank batch, under torchrun, while the other ranks wait
+(``solo_step_s``).  The three steps are timed in interleaved rounds (``times_s``).
+Finally it times a deeper model's DDP step with different
 gradient buckets (``bucket_cap_mb`` tiny / default / one bucket, and
 ``gradient_as_bucket_view=True``), interleaved, and records the bucket sizes DDP built.
 """
 
 import argparse
+import statistics
 from collections.abc import Callable
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -71,22 +72,23 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         opt.step()
         opt.zero_grad()
 
-    def timed(fn: Callable[[], None], threads: int) -> float:
+    def timed(fn: Callable[[], None], threads: int) -> list[float]:
         torch.set_num_threads(threads)
-        return ak.comm_bench.time_collective(fn, number=args.number, repeats=args.repeats,
-                                             warmup=2).median_s
+        return list(ak.comm_bench.time_collective(fn, number=args.number, repeats=args.repeats,
+                                                  warmup=2).times_s)
 
     result = {"world_size": world, "global_batch": args.batch, "width": args.width}
     if not info.launched:
-        step_s = {t: timed(train_step, t) for t in args.threads}
+        step_times = {t: timed(train_step, t) for t in args.threads}
+        step_s = {t: statistics.median(v) for t, v in step_times.items()}
         result["samples_per_s"] = {str(t): args.batch / s for t, s in step_s.items()}
+        result["times_s"] = {str(t): v for t, v in step_times.items()}
         ak.dist.save_json(result, args.out)
         for t, s in step_s.items():
             print(f"1 process x {t} thread(s): {args.batch / s:,.0f} samples/s", flush=True)
         return
 
     threads = torch.get_num_threads()
-    step_s = timed(train_step, threads)
 
     def local_step() -> None:
         with model.no_sync():  # the same step without the gradient all-reduce
@@ -94,48 +96,55 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         opt.step()
         opt.zero_grad()
 
-    local_s = timed(local_step, threads)
-    solo_s = solo_step(args, x, y, info)
+    times = interleaved({"step": train_step, "no_sync": local_step,
+                         "solo": solo_step(args, x, y, info)}, args)
+    med = {k: statistics.median(v) for k, v in times.items()}
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     cost = ak.comm_bench.allreduce_vs_model(grad_bytes)  # 9 interleaved blocks per size
     result.update({
-        "threads_per_process": threads, "samples_per_s": args.batch / step_s,
-        "step_s": step_s, "step_no_sync_s": local_s, "solo_step_s": solo_s,
-        "grad_bytes": grad_bytes, **cost, "buckets": bucket_experiment(args, x, y),
+        "threads_per_process": threads, "samples_per_s": args.batch / med["step"],
+        "step_s": med["step"], "step_no_sync_s": med["no_sync"], "solo_step_s": med["solo"],
+        "times_s": times, "grad_bytes": grad_bytes, **cost,
+        "buckets": bucket_experiment(args, x, y),
     })
     ak.dist.save_json(result, args.out)
-    ak.dist.print0(f"{world} processes x {threads} thread(s): {args.batch / step_s:,.0f} "
+    ak.dist.print0(f"{world} processes x {threads} thread(s): {args.batch / med['step']:,.0f} "
                    f"samples/s; all-reduce of {grad_bytes / 1e6:.2f} MB: predicted "
                    f"{cost['allreduce_predicted_s'] * 1e3:.2f} ms, measured "
                    f"{cost['allreduce_measured_s'] * 1e3:.2f} ms")
 
 
+def interleaved(steps: dict[str, Callable[[], None]], args: argparse.Namespace) -> dict:
+    """Seconds per call of each step, ``args.repeats`` rounds with every step once in turn.
+
+    Neighbouring blocks share the machine's state (another process busy, a clock change), so
+    per-round ratios cancel the drift that separate medians keep.
+    """
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for r in range(args.repeats):
+        for name, fn in steps.items():
+            t = ak.comm_bench.time_collective(fn, number=args.number, repeats=1,
+                                              warmup=2 if r == 0 else 0)
+            times[name] += t.times_s
+    return times
+
+
 def solo_step(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor,
-              info: ak.dist.RankInfo) -> float:
-    """Median seconds of the plain model's step on this rank's batch, rank 0 alone.
+              info: ak.dist.RankInfo) -> Callable[[], None]:
+    """The plain model's step on this rank's batch, computed by rank 0 alone.
 
     The baseline measured the way the ranks run: same script, launcher, thread count and
-    per-rank batch; the other ranks wait in a barrier (blocked, not computing) meanwhile.
+    per-rank batch; the other ranks do nothing and wait in the timer's collective meanwhile.
     """
-    from torch.utils.benchmark import Timer
+    plain = build_model(args.width).to(info.device)
+    opt = torch.optim.SGD(plain.parameters(), lr=1e-3)
 
-    times = []
-    if info.rank == 0:
-        plain = build_model(args.width).to(info.device)
-        opt = torch.optim.SGD(plain.parameters(), lr=1e-3)
-
-        def step() -> None:
+    def step() -> None:
+        if info.rank == 0:
             nn.functional.cross_entropy(plain(x), y).backward()
             opt.step()
             opt.zero_grad()
-
-        for _ in range(2):
-            step()
-        timer = Timer(stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads())
-        times = [timer.timeit(args.number).mean for _ in range(args.repeats)]
-    solo = torch.tensor([sorted(times)[len(times) // 2] if times else 0.0], dtype=torch.float64)
-    dist.broadcast(solo, src=0)  # the others wait here while rank 0 times
-    return float(solo.item())
+    return step
 
 
 # region buckets

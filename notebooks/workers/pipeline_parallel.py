@@ -117,11 +117,13 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         # endregion
         return module, schedule
 
+    # region pp_step
     def step(schedule: ScheduleGPipe, losses: list | None = None) -> torch.Tensor | None:
         inputs = (x,) if rank == 0 else ()                   # the first stage feeds the input
         if rank == p - 1:                                    # the last one computes the loss
             return schedule.step(*inputs, target=target, losses=losses)
         return schedule.step(*inputs)
+    # endregion
 
     max_err = check_against_unsplit(args, info, make_schedule, step, x, target, loss_fn)
     sweep, timeline = bubble_sweep(args, info, make_schedule, step)
@@ -156,8 +158,11 @@ def bubble_sweep(args: argparse.Namespace, info: ak.dist.RankInfo,
                  make_schedule: MakeSchedule, step: Step) -> tuple[list[dict], list]:
     """Idle fraction per m in ``args.sweep``, and every stage's timeline at ``args.microbatches``.
 
-    Runs steps for several m and clocks, inside each step, the time this stage computes;
-    the rest of the step it waits (the bubble, plus the sends and receives).
+    Measured as GPipe defines the bubble: the idle share of the *schedule's span*, from the
+    common start (every rank leaves a barrier together) to the end of the last computation on
+    any stage; a stage idles for the span minus its own compute (forward and backward hooks).
+    Averaged over the stages.  (Each rank's own wall clock would end its span at its own last
+    computation and undercount the last stage's wait.)
     """
     p = info.world_size
     sweep, gathered = [], [None] * p
@@ -170,23 +175,21 @@ def bubble_sweep(args: argparse.Namespace, info: ak.dist.RankInfo,
             clock.busy_s, clock.segments = 0.0, []
             t0 = clock.now()
             step(schedule, [])
-            wall = clock.now() - t0
+            span = torch.tensor([max(b for _, _, b in clock.segments) - t0], device=info.device)
+            torch.distributed.all_reduce(span, op=torch.distributed.ReduceOp.MAX)  # last stage's end
+            busy = torch.tensor([clock.busy_s], device=info.device)
+            torch.distributed.all_reduce(busy)     # compute of all stages together
             if i:
-                idle.append(1 - clock.busy_s / wall)
+                idle.append(1 - busy.item() / (p * span.item()))  # mean over the stages
         if m == args.microbatches:  # keep the last step's timeline, times relative to its start
-            timeline = [(k, a - t0, b - t0) for k, a, b in clock.segments] + [("end", wall, wall)]
+            timeline = [(k, a - t0, b - t0) for k, a, b in clock.segments] + [("end", span.item(),
+                                                                                span.item())]
             torch.distributed.all_gather_object(gathered, timeline)
-        frac = torch.tensor([statistics.median(idle)], device=info.device)
-        torch.distributed.all_reduce(frac)         # mean over the stages
-        runs = torch.tensor(idle, device=info.device)
-        torch.distributed.all_reduce(runs)         # each repeat's idle, mean over the stages
         sweep.append({"m": m, "predicted": ak.pipeline_model.bubble_fraction(p, m),
-                      "measured": frac.item() / p,
-                      "runs": (runs / p).tolist()})
+                      "measured": statistics.median(idle), "runs": idle})
         ak.dist.print0(f"m={m}: bubble predicted {sweep[-1]['predicted']:.2f}, "
                        f"measured {sweep[-1]['measured']:.2f}")
     return sweep, gathered
-
 
 if __name__ == "__main__":
     main()

@@ -35,11 +35,12 @@ def train(args: argparse.Namespace) -> None:
     order = torch.Generator()
     loader = DataLoader(ds, batch_size=args.batch,
                         sampler=RandomSampler(ds, generator=order), drop_last=True)
-    device = ak.dist.device_for()  # cuda:0 when there is a GPU, else the CPU
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model = ak.models.torch_mlp().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     steps = len(loader) // args.accum * args.accum  # whole optimizer steps only
 
+    # region loop
     losses = []
     for epoch in range(args.epochs):
         order.manual_seed(SEED + epoch)  # a new, reproducible order every epoch
@@ -54,6 +55,7 @@ def train(args: argparse.Namespace) -> None:
             total += loss.detach()
         losses.append(total.item() / steps)
         print(f"epoch {epoch}: loss {losses[-1]:.4f}", flush=True)
+    # endregion
 
     args.out.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), args.out / "model.pt")
