@@ -172,19 +172,43 @@ def _has_torch_xla() -> bool:
 
 
 def has_tpu() -> bool:
-    """True when a TPU is attached (TPU VM device files or Colab's TPU address).
+    """True when a TPU is attached (TPU VM device files, Google's PCI devices, Colab's address).
 
-    Cheap: looks for ``/dev/accel*``/``/dev/vfio`` devices and ``TPU_NAME``/``COLAB_TPU_ADDR``
-    without importing TensorFlow or torch_xla.
+    Cheap: imports neither TensorFlow, JAX nor torch_xla.  Checks, in order: ``$TPU_NAME`` /
+    ``$COLAB_TPU_ADDR``; ``/dev/accel0, /dev/accel1, ...`` (TPU v2-v4 VMs); a PCI device of
+    Google's vendor id ``0x1ae0`` in ``/sys/bus/pci/devices`` (TPU v5e and later are bound to
+    VFIO and show up as ``/dev/vfio/N``, a path any VFIO pass-through also creates, so the
+    vendor id decides).
     """
     if os.environ.get("COLAB_TPU_ADDR") or os.environ.get("TPU_NAME"):
         return True
     try:
-        # TPU VMs expose /dev/accel0, /dev/accel1, ... (the kernel's DRM "accel" class for
-        # NPUs lives in the /dev/accel/ folder instead, which does not count).
-        return any(n.startswith("accel") and n[5:].isdigit() for n in os.listdir("/dev"))
+        # The kernel's DRM "accel" class for NPUs lives in the /dev/accel/ folder instead,
+        # which does not count.
+        if any(n.startswith("accel") and n[5:].isdigit() for n in os.listdir("/dev")):
+            return True
     except OSError:  # pragma: no cover
+        pass
+    return _pci_vendor_present(_GOOGLE_PCI_VENDOR)
+
+
+_GOOGLE_PCI_VENDOR = "0x1ae0"  # Google's PCI vendor id (PCI-SIG list), used by TPU chips
+
+
+def _pci_vendor_present(vendor: str, root: str = "/sys/bus/pci/devices") -> bool:
+    """True when any PCI device under ``root`` reports ``vendor`` (e.g. ``"0x1ae0"``)."""
+    try:
+        names = os.listdir(root)
+    except OSError:
         return False
+    for name in names:
+        try:
+            with open(os.path.join(root, name, "vendor"), encoding="ascii") as f:
+                if f.read().strip().lower() == vendor:
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def nvml_gpus() -> list[tuple[str, int, tuple[int, int]]] | None:

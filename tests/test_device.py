@@ -137,3 +137,17 @@ def test_nvml_respects_cuda_visible_devices(monkeypatch):
     assert device.nvml_gpus() == [("NVIDIA L4", 80 * 2**30, (8, 9))]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert device.nvml_gpus() == []
+
+
+def test_has_tpu_sees_a_v5e_by_its_pci_vendor(tmp_path, monkeypatch):
+    from accelkit import device as d
+
+    for var in ("COLAB_TPU_ADDR", "TPU_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    (tmp_path / "0000:00:04.0").mkdir()
+    (tmp_path / "0000:00:04.0" / "vendor").write_text("0x10de\n")  # an NVIDIA GPU: not a TPU
+    assert not d._pci_vendor_present("0x1ae0", str(tmp_path))
+    (tmp_path / "0000:00:05.0").mkdir()
+    (tmp_path / "0000:00:05.0" / "vendor").write_text("0x1ae0\n")
+    assert d._pci_vendor_present("0x1ae0", str(tmp_path))
+    assert not d._pci_vendor_present("0x1ae0", str(tmp_path / "absent"))
