@@ -180,7 +180,12 @@ def format_time(seconds: float) -> str:
 
 
 def table(timings: Sequence[Timing], baseline: Timing | None = None) -> str:
-    """Return a Markdown table of timings: median, IQR, TFLOP/s, GB/s, samples/s, speedup.
+    """Return a Markdown table of timings: median, IQR, TFLOP/s, GB/s, samples/s, ratio.
+
+    The last column is the baseline's median over the row's median (a ratio of medians, each
+    timing taken on its own).  It is a description, not a verdict: the speedup a notebook
+    decides from is :func:`compare`'s median of interleaved per-pair ratios with its interval,
+    which differs from this ratio when the machine's speed drifts between the two timings.
 
     Args:
         timings: the timings, one row each.
@@ -189,7 +194,7 @@ def table(timings: Sequence[Timing], baseline: Timing | None = None) -> str:
     if not timings:
         raise ValueError("table() needs at least one timing")
     base = baseline or timings[0]
-    rows = ["| what | median | IQR | TFLOP/s | GB/s | samples/s | speedup |",
+    rows = ["| what | median | IQR | TFLOP/s | GB/s | samples/s | ratio of medians |",
             "|---|---|---|---|---|---|---|"]
     for t in timings:
         cells = [t.label, format_time(t.median_s), format_time(t.iqr_s),
