@@ -280,8 +280,9 @@ class Stepper:
         opt: its optimizer.
         batches: a list of ``(x, y)`` or a function ``i -> (x, y)``.
         accum: micro-batches per step, k (must divide the batch).
-        amp: an :class:`accelkit.precision.AmpChoice` to run the forward under autocast
-            (a GradScaler is made when it needs one), or ``None`` for full precision.
+        amp: an :class:`accelkit.precision.AmpChoice` to run the forward under autocast,
+            or ``None`` for full precision.  The autocast context and the GradScaler (enabled
+            for fp16 only) are :func:`accelkit.precision.make_step`'s, not rebuilt here.
         device: where ``x, y`` go (``non_blocking`` copies; a no-op when already there).
         no_sync: ``ddp_model.no_sync`` to skip the all-reduce of the first ``k - 1`` passes.
 
@@ -298,9 +299,10 @@ class Stepper:
             raise ValueError(f"accum must be an int >= 1, got {accum!r}")
         self.model, self.opt, self.batches, self.accum = model, opt, batches, accum
         self.amp, self.device, self.no_sync, self.i = amp, device, no_sync, 0
-        self.scaler = None
-        if amp is not None and amp.needs_scaler:
-            self.scaler = torch.amp.GradScaler(amp.device_type)
+        from accelkit.precision import make_step  # the course's one autocast + GradScaler recipe
+
+        recipe = make_step(model, opt, device, None if amp is None else amp.dtype)
+        self.autocast, self.scaler = recipe.autocast, recipe.scaler  # disabled: pass-throughs
 
     def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The ``i``-th batch (lists wrap around), moved to the device."""
@@ -319,20 +321,15 @@ class Stepper:
         for j, (xm, ym) in enumerate(zip(x.chunk(self.accum), y.chunk(self.accum))):
             skip = self.no_sync is not None and j < self.accum - 1
             with self.no_sync() if skip and self.no_sync is not None else nullcontext():
-                with record_function("forward"), (
-                        torch.autocast(self.amp.device_type, self.amp.dtype)
-                        if self.amp is not None else nullcontext()):
+                with record_function("forward"), self.autocast:
                     _, loss = self.model(xm, ym)
                     loss = loss / self.accum
                 with record_function("backward"):
-                    (self.scaler.scale(loss) if self.scaler else loss).backward()
+                    self.scaler.scale(loss).backward()
             total += loss.detach()
         with record_function("optimizer"):
-            if self.scaler is not None:
-                self.scaler.step(self.opt)
-                self.scaler.update()
-            else:
-                self.opt.step()
+            self.scaler.step(self.opt)  # opt.step(); skipped on inf/NaN fp16 gradients
+            self.scaler.update()
             self.opt.zero_grad(set_to_none=True)
         return total
 

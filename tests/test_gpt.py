@@ -136,6 +136,22 @@ def test_accumulation_gives_the_same_step():
                     accum=3)()
 
 
+def test_stepper_takes_autocast_and_scaler_from_make_step():
+    from accelkit import precision
+
+    data = gpt_data.load_corpus().data
+    batch = gpt_data.batches(data, 1, 2, 16, seed=0)
+    for dtype, scaled in ((torch.float16, True), (torch.bfloat16, False), (None, False)):
+        model = _model()
+        amp = None if dtype is None else precision.amp_choice("cpu", dtype)
+        step = gpt.Stepper(model, torch.optim.SGD(model.parameters(), lr=0.1), batch, amp=amp)
+        # fails if the Stepper builds its own scaler/autocast that disagree with make_step's
+        assert step.scaler.is_enabled() == scaled, (dtype, step.scaler.is_enabled())
+        assert step.autocast.fast_dtype == (dtype or step.autocast.fast_dtype), dtype
+        assert step.autocast._enabled == (dtype is not None), dtype
+        assert torch.isfinite(step()), dtype
+
+
 def test_checkpointing_same_gradients_less_memory():
     cfg = gpt.GPTConfig(n_layer=2, n_head=2, n_embd=64, block_size=64)
     x = torch.randint(0, 256, (8, 64))
