@@ -52,3 +52,17 @@ def test_keras_activation_bytes_counts_layer_outputs():
     assert keras_mp.keras_activation_bytes(mixed, 10) == 10 * (16 + 4) * 2 + 10 * 4 * 4
     with pytest.raises(ValueError):
         keras_mp.keras_activation_bytes(fp32, 0)
+
+
+def test_try_step_times_a_working_call_and_reports_a_failing_one():
+    from accelkit import keras_mp
+
+    calls = []
+    seconds, err = keras_mp.try_step(lambda x: calls.append(x) or 1.0, 3)
+    assert err == "" and seconds is not None and seconds >= 0 and calls == [3, 3]
+
+    def broken(x):
+        raise RuntimeError("could not find a kernel for Conv2D bf16\nmore detail")
+
+    seconds, err = keras_mp.try_step(broken, 3)
+    assert seconds is None and err == "RuntimeError: could not find a kernel for Conv2D bf16"
