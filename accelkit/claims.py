@@ -94,9 +94,11 @@ _CPU_CLAIMS: dict[str, Claim] = {
     "channels_last_step": Claim(None, "this CNN's 8x8 images make its convolutions small; "
                                 "NHWC vs NCHW measured 0.5x-1.7x (intervals) on the busy CI VM: "
                                 "no floor holds, the verdict is shown"),
-    "batch_throughput": Claim(1.5, "per-step costs (Python, op dispatch, the Adam update over "
+    "batch_throughput": Claim(1.0, "per-step costs (Python, op dispatch, the Adam update over "
                               "every parameter) are paid once per B samples instead of 8 times: "
-                              "5.1x (interval 1.8x-6.4x) " + _MEASURED_CPU + " under load"),
+                              "2.9x-5.1x (intervals from 1.8x) " + _MEASURED_CPU + " under "
+                              "load; quiet, the convolutions dominate and the gain is smaller, so "
+                              "the floor only rules out a slowdown"),
 }
 _NO_BF16_CPU = {
     "bf16_matmul": Claim(None, "no bf16 units: bf16 is converted and computed by a slow "
