@@ -142,8 +142,20 @@ def try_step(step: Any, *args: Any) -> tuple[float | None, str]:
         float(step(*args))  # float(): wait for the result
         return time.perf_counter() - start, ""
     except Exception as e:  # noqa: BLE001 - any kernel or dtype error means "does not run here"
-        first = (str(e).strip().splitlines() or [""])[0]
-        return None, f"{type(e).__name__}: {first[:200]}"
+        return None, f"{type(e).__name__}: {_error_line(str(e))}"
+
+
+def _error_line(text: str) -> str:
+    """The informative sentence of an error: a TF status ``message:``, else the first line
+    that is not a heading such as ``Graph execution error:`` (ANSI colours removed)."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    status = re.search(r"message: (.+?)(?:\. |\n|$)", text)
+    if status:
+        return status.group(1)[:200]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return next((ln for ln in lines if not ln.endswith(":")), lines[0] if lines else "")[:200]
 
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}

@@ -66,3 +66,12 @@ def test_try_step_times_a_working_call_and_reports_a_failing_one():
 
     seconds, err = keras_mp.try_step(broken, 3)
     assert seconds is None and err == "RuntimeError: could not find a kernel for Conv2D bf16"
+
+    def graph_error(x):  # the shape of TensorFlow's error when oneDNN has no bf16 conv
+        raise RuntimeError("Graph execution error:\n\nDetected at node x defined at (most recent "
+                           "call last):\n  File a.py\n\x1b[1m{{node}} Operation received an "
+                           "exception:Status: 3, message: could not create a primitive "
+                           "descriptor for the convolution. Run workload with ..., in file x.cc")
+
+    seconds, err = keras_mp.try_step(graph_error, 3)
+    assert err == "RuntimeError: could not create a primitive descriptor for the convolution"
