@@ -3,9 +3,10 @@
 This module owns the Keras 3 side of notebook 02: :func:`keras_policy` (the policy name for a
 device kind), :func:`keras_policy_scope` (set the global policy while a model is built),
 :func:`keras_float32_output` (a float32 output layer), :func:`keras_optimizer`
-(``keras.optimizers.LossScaleOptimizer`` for fp16) and :func:`keras_activation_bytes`
-(activation memory from shapes and dtypes).  Keras and TensorFlow are imported only inside
-the functions, through :func:`accelkit.tf_device.import_tf`.
+(``keras.optimizers.LossScaleOptimizer`` for fp16), :func:`keras_activation_bytes`
+(activation memory from shapes and dtypes) and :func:`try_step` (one trial call of a
+step: its time, or the error it raises where a policy's ops have no kernel on this CPU).
+Keras and TensorFlow are imported only inside the functions, through :func:`accelkit.tf_device.import_tf`.
 
 Elsewhere: number formats and PyTorch's autocast in :mod:`accelkit.precision`; TensorFlow's
 allocator peak (:func:`accelkit.memory.tf_peak_memory_bytes`) with the other memory
@@ -116,6 +117,47 @@ def keras_optimizer(optimizer: Any, policy: Any = None) -> Any:
     return optimizer
 
 
+def try_step(step: Any, *args: Any) -> tuple[float | None, str]:
+    """Call ``step(*args)`` twice (trace, then a timed call); return ``(seconds, "")`` or the error.
+
+    A mixed policy's ops can fail on CPUs whose instruction set lacks their kernels (oneDNN
+    capped at AVX2 has no bf16 convolution for TensorFlow); this lets a notebook skip such
+    cells with the real error instead of failing, and predict a comparison's cost from the
+    timed call where it runs.
+
+    Args:
+        step: a callable (a ``tf.function`` training step).
+        *args: its arguments (a small batch: the call may be slow).
+
+    Returns:
+        ``(seconds of the second call, "")``, or ``(None, "ErrorType: first line")``.
+
+    Example: ``seconds, error = try_step(kstep_mp, x[:16], y[:16])``
+    """
+    import time
+
+    try:
+        step(*args)  # the first call traces and compiles a tf.function
+        start = time.perf_counter()
+        float(step(*args))  # float(): wait for the result
+        return time.perf_counter() - start, ""
+    except Exception as e:  # noqa: BLE001 - any kernel or dtype error means "does not run here"
+        return None, f"{type(e).__name__}: {_error_line(str(e))}"
+
+
+def _error_line(text: str) -> str:
+    """The informative sentence of an error: a TF status ``message:``, else the first line
+    that is not a heading such as ``Graph execution error:`` (ANSI colours removed)."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    status = re.search(r"message: (.+?)(?:\. |\n|$)", text)
+    if status:
+        return status.group(1)[:200]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return next((ln for ln in lines if not ln.endswith(":")), lines[0] if lines else "")[:200]
+
+
 _ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -160,4 +202,5 @@ __all__ = [
     "keras_optimizer",
     "keras_policy",
     "keras_policy_scope",
+    "try_step",
 ]

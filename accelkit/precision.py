@@ -12,6 +12,9 @@ This module owns two things:
   ``torch.amp.GradScaler`` from it (never the deprecated ``torch.cuda.amp``);
   :func:`make_step` builds one training step whose GradScaler is enabled exactly for fp16;
   :func:`set_fp32_precision` makes fp32 mean IEEE fp32 (or TF32) in PyTorch and TensorFlow.
+* **Whether a long low-precision run is worth it here** — :func:`plan_run` decides from a
+  measured prediction and the hardware class's units (run it, or skip it with the measured
+  reason), for CPUs without bf16 units where a bf16 job can take minutes.
 
 Elsewhere: what autocast really does, op by op (:func:`accelkit.dtype_trace.trace_dtypes`,
 :func:`accelkit.dtype_trace.dtype_table`), in :mod:`accelkit.dtype_trace`; dtype *names* and
@@ -419,6 +422,72 @@ def make_step(model: Any, opt: Any, device: Any = None, dtype: Any = None, *,
                    loss_fn or torch.nn.functional.cross_entropy, ctx)
 
 
+# ----------------------------------------------------------------------------- run or skip
+@dataclass(frozen=True)
+class RunPlan:
+    """Whether to run a long low-precision job on this hardware, and why.
+
+    Attributes:
+        run: True to run it.
+        predicted_s: the predicted wall time, seconds (``None`` when the job fails here).
+        reason: one sentence with the measurement the decision came from.
+    """
+
+    run: bool
+    predicted_s: float | None
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def plan_run(what: str, *, predicted_s: float | None, budget_s: float, hw: Any, dtype: Any,
+             measured: str = "", error: str = "") -> RunPlan:
+    """Decide from a measurement whether a low-precision job runs here or is skipped.
+
+    A job runs where the class has native units for ``dtype`` (its speed there *is* the
+    lesson, however long) or where the measured prediction fits ``budget_s``; it is skipped
+    where it failed on a trial call (``error``) or where the class has no units for ``dtype``
+    and the prediction is over the budget (a CPU without bf16 units converts bf16 and
+    computes it in a slow fallback: minutes of waiting that teach nothing new).
+
+    Args:
+        what: the job, for the reason (``"training in bf16"``).
+        predicted_s: its predicted wall time in seconds, from a measurement made in this run
+            (e.g. the fp32 time divided by the upper end of the measured speedup interval).
+        budget_s: the most seconds the profile allows it.
+        hw: the :class:`accelkit.hardware.HardwareClass` (its ``native(dtype)`` is read).
+        dtype: the low-precision dtype (``torch.bfloat16``, ``"fp16"`` ...).
+        measured: what the prediction comes from, in words, for the reason.
+        error: ``"TypeError: ..."`` when a trial call failed here; the job is then skipped.
+
+    Returns:
+        A :class:`RunPlan`.
+
+    Raises:
+        ValueError: for ``budget_s <= 0``, or neither ``predicted_s`` nor ``error`` given.
+
+    Example: ``plan_run("bf16 training", predicted_s=6.0 / 0.02, budget_s=20, hw=HWC, dtype="bf16")``
+    """
+    if budget_s <= 0 or (predicted_s is None and not error):
+        raise ValueError(f"need budget_s > 0 and a predicted_s or an error, got {budget_s}, "
+                         f"{predicted_s}, {error!r}")
+    name = format_name(dtype)
+    short, native = dtypes.SHORT[name], hw.native(name)
+    units = (f"{hw.name} has {short} units" if native else
+             f"{hw.name} has no {short} units (the data is converted and a slow fallback "
+             "computes it)")
+    src = f" from {measured}" if measured else ""
+    if error or predicted_s is None:  # (no prediction comes with an error: checked above)
+        return RunPlan(False, None, f"{what}: skipped, it fails here ({error}); {units}")
+    about = f"about {predicted_s:.3g} s predicted{src}"
+    if native or predicted_s <= budget_s:
+        within = "" if predicted_s <= budget_s else f", over the budget of {budget_s:g} s"
+        return RunPlan(True, predicted_s, f"{what}: runs ({about}{within}; {units})")
+    return RunPlan(False, predicted_s, f"{what}: skipped ({about}, over this profile's budget "
+                   f"of {budget_s:g} s; {units})")
+
+
 # ----------------------------------------------------------------------------- TF32
 #: The fp32 matmul/conv modes: IEEE fp32 everywhere, or TF32 on tensor cores where they exist.
 FP32_MODES = ("ieee", "tf32")
@@ -476,6 +545,7 @@ __all__ = [
     "AmpChoice",
     "AmpStep",
     "FloatFormat",
+    "RunPlan",
     "amp_choice",
     "autocast",
     "float_format",
@@ -485,6 +555,7 @@ __all__ = [
     "grad_scaler",
     "ieee_limits",
     "make_step",
+    "plan_run",
     "round_to",
     "set_fp32_precision",
 ]

@@ -52,3 +52,26 @@ def test_keras_activation_bytes_counts_layer_outputs():
     assert keras_mp.keras_activation_bytes(mixed, 10) == 10 * (16 + 4) * 2 + 10 * 4 * 4
     with pytest.raises(ValueError):
         keras_mp.keras_activation_bytes(fp32, 0)
+
+
+def test_try_step_times_a_working_call_and_reports_a_failing_one():
+    from accelkit import keras_mp
+
+    calls = []
+    seconds, err = keras_mp.try_step(lambda x: calls.append(x) or 1.0, 3)
+    assert err == "" and seconds is not None and seconds >= 0 and calls == [3, 3]
+
+    def broken(x):
+        raise RuntimeError("could not find a kernel for Conv2D bf16\nmore detail")
+
+    seconds, err = keras_mp.try_step(broken, 3)
+    assert seconds is None and err == "RuntimeError: could not find a kernel for Conv2D bf16"
+
+    def graph_error(x):  # the shape of TensorFlow's error when oneDNN has no bf16 conv
+        raise RuntimeError("Graph execution error:\n\nDetected at node x defined at (most recent "
+                           "call last):\n  File a.py\n\x1b[1m{{node}} Operation received an "
+                           "exception:Status: 3, message: could not create a primitive "
+                           "descriptor for the convolution. Run workload with ..., in file x.cc")
+
+    seconds, err = keras_mp.try_step(graph_error, 3)
+    assert err == "RuntimeError: could not create a primitive descriptor for the convolution"

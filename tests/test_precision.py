@@ -187,3 +187,60 @@ def test_set_fp32_precision_sets_both_frameworks():
             precision.set_fp32_precision("highest")
     finally:
         torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision = before
+
+
+# ----------------------------------------------------------------------------- plan_run
+def test_plan_run_skips_a_slow_job_only_without_units():
+    from accelkit import hardware
+
+    avx2, amx, mps = (hardware.get(n) for n in ("cpu-avx2", "cpu-amx", "apple-mps"))
+    slow = precision.plan_run("bf16 training", predicted_s=300.0, budget_s=20, hw=avx2,
+                              dtype=torch.bfloat16, measured="6 s / 0.02x")
+    assert not slow.run and "300 s" in slow.reason and "no bf16 units" in slow.reason
+    assert "6 s / 0.02x" in str(slow) and slow.predicted_s == 300.0
+    assert precision.plan_run("x", predicted_s=5.0, budget_s=20, hw=avx2, dtype="bf16").run
+    native = precision.plan_run("x", predicted_s=300.0, budget_s=20, hw=amx, dtype="bf16")
+    assert native.run and "over the budget" in native.reason, "native units: run, say it is long"
+    # Apple MPS (faked: the class only, no device): fp16 is native there, bf16 is not
+    assert precision.plan_run("x", predicted_s=300.0, budget_s=20, hw=mps, dtype="fp16").run
+    assert not precision.plan_run("x", predicted_s=300.0, budget_s=20, hw=mps, dtype="bf16").run
+
+
+def test_plan_run_skips_a_failing_job_and_validates():
+    from accelkit import hardware
+
+    failed = precision.plan_run("Keras mixed_bfloat16", predicted_s=None, budget_s=10,
+                                hw=hardware.get("cpu-amx"), dtype="bf16",
+                                error="InvalidArgumentError: no kernel")
+    assert not failed.run and failed.predicted_s is None and "no kernel" in failed.reason
+    with pytest.raises(ValueError, match="budget_s"):
+        precision.plan_run("x", predicted_s=1.0, budget_s=0, hw=hardware.get("cpu-avx2"),
+                           dtype="bf16")
+    with pytest.raises(ValueError):
+        precision.plan_run("x", predicted_s=None, budget_s=5, hw=hardware.get("cpu-avx2"),
+                           dtype="bf16")
+
+
+@pytest.mark.parametrize("name", ["cpu-avx2", "cpu-avx512"])
+def test_cpus_without_bf16_units_decide_from_the_table(name):
+    """The classes a laptop lands in: bf16 not native, no bf16 floor, the fp32 knobs claimed."""
+    from accelkit import hardware
+
+    cls = hardware.get(name)
+    amp = precision.amp_choice(hw=cls)
+    assert (amp.dtype, amp.native, amp.needs_scaler) == (torch.bfloat16, False, False)
+    assert cls.floor("bf16_matmul") is None and cls.floor("amp_step_torch") is None
+    assert cls.floor("batch_throughput") is not None, "a fp32 knob 02 asserts on every CPU"
+
+
+def test_mps_path_decisions_with_a_faked_device(monkeypatch):
+    """02's MPS path: fp16 autocast with an enabled GradScaler('mps'), chosen without a Mac."""
+    from accelkit import device as _dev
+
+    monkeypatch.setattr(_dev, "device_type", lambda d=None: "mps")
+    amp = precision.amp_choice("mps")
+    assert (amp.device_type, amp.dtype, amp.needs_scaler, amp.native) == (
+        "mps", torch.float16, True, True)
+    assert torch.amp.is_autocast_available("mps"), "torch's autocast accepts device_type='mps'"
+    scaler = torch.amp.GradScaler("mps", enabled=amp.needs_scaler)  # constructible off a Mac
+    assert scaler.is_enabled() and scaler.get_scale() == 2.0**16
