@@ -77,13 +77,16 @@ def apply(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     if "ATEN_CPU_CAPABILITY" in pair[0].emulate_env and "TORCHINDUCTOR_CACHE_DIR" not in env:
         # Inductor's on-disk cache does not key on the vector ISA: a graph cached under
         # another capability is reloaded with the wrong vector width and returns wrong
-        # values (docs/notes/inductor-cache-vector-isa.md).  One cache per emulated class.
+        # values (docs/notes/inductor-cache-vector-isa.md).  One cache per capability in
+        # force: named after the value actually set (a learner may have set it before), not
+        # after the class, so a cache never mixes vector widths.
         import getpass
         import tempfile
 
         user = "".join(c for c in getpass.getuser() if c.isalnum()) or "user"
+        isa = "".join(c for c in env["ATEN_CPU_CAPABILITY"].lower() if c.isalnum()) or "default"
         done["TORCHINDUCTOR_CACHE_DIR"] = env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(
-            tempfile.gettempdir(), f"torchinductor_{user}_{pair[0].name}")
+            tempfile.gettempdir(), f"torchinductor_{user}_isa_{isa}")
     return done
 
 

@@ -17,8 +17,11 @@ def test_emulation_sets_the_instruction_set_caps_once(monkeypatch):
     done = emulation.apply(env)
     assert done == env and {k: env[k] for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")} == {
         "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-    assert env["TORCHINDUCTOR_CACHE_DIR"].endswith("_cpu-avx2"), "a compile cache of its own"
+    assert env["TORCHINDUCTOR_CACHE_DIR"].endswith("_isa_avx2"), "a compile cache of its own"
     assert emulation.apply(env) == {}  # already set: left alone
+    preset = {"ATEN_CPU_CAPABILITY": "avx512"}  # set by the learner: kept, and the cache follows it
+    emulation.apply(preset)
+    assert preset["TORCHINDUCTOR_CACHE_DIR"].endswith("_isa_avx512"), preset
     monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-amx")  # this CPU's own class: nothing emulated
     assert emulation.active() is None
     monkeypatch.setenv(hardware.HARDWARE_ENV, "t4")  # a GPU cannot be emulated on a CPU
