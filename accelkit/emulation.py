@@ -45,8 +45,9 @@ def note() -> str:
                 "change (this class's instruction set cannot be imposed on this CPU)")
     caps = " ".join(f"{k}={v}" for k, v in named.emulate_env.items())
     return (f"running as {named.name}, emulated on a {real.name} CPU with {caps}: models the "
-            "instruction set (vector width, no bf16 units); not the core count, caches, clocks "
-            "or other vendors' kernels")
+            "instruction set of PyTorch's kernels (vector width, no bf16 units); not XLA's CPU "
+            "code (TensorFlow/JAX jit_compile still target this CPU), the core count, caches, "
+            "clocks or other vendors' kernels")
 
 
 def apply(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:

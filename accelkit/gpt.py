@@ -214,7 +214,8 @@ def flops_per_token(cfg: GPTConfig, n_param: int, seq_len: int | None = None) ->
     forward pass and two in the backward (gradients for the input and for the weight): 6·N.
     The attention part: QKᵀ and the product with V each cost ``2·T·d`` per token and layer
     forward, so ``12·L·d·T`` for training.  Sources: PaLM (Chowdhery et al. 2022), appendix
-    B; Kaplan et al. 2020, section 2.1; nanoGPT's ``estimate_mfu``.  The full T×T matrix is
+    B, and nanoGPT's ``estimate_mfu``. (Kaplan et al. 2020, eq. 2.2, count the attention
+    scores' FLOPs only once, ``2·L·T·d`` forward: half this term.)  The full T×T matrix is
     counted although a causal mask needs only half: the convention every MFU table uses.
 
     Args:

@@ -454,7 +454,7 @@ def plan_run(what: str, *, predicted_s: float | None, budget_s: float, hw: Any, 
     Args:
         what: the job, for the reason (``"training in bf16"``).
         predicted_s: its predicted wall time in seconds, from a measurement made in this run
-            (e.g. the fp32 time divided by the upper end of the measured speedup interval).
+            (notebook 02: the fp32 time divided by the median of the measured step speedup).
         budget_s: the most seconds the profile allows it.
         hw: the :class:`accelkit.hardware.HardwareClass` (its ``native(dtype)`` is read).
         dtype: the low-precision dtype (``torch.bfloat16``, ``"fp16"`` ...).
