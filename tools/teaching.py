@@ -21,12 +21,13 @@ Owns these two tables.  Lives elsewhere: the claims and classes (``accelkit/clai
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import runtimes  # noqa: E402  (tools/runtimes.py, beside this file)
+
+from accelkit import verify  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TEACHING = ROOT / "TEACHING.md"
@@ -36,14 +37,10 @@ ROOM = ["cpu-avx2", "cpu-avx512-bf16", "cpu-amx", "cpu-arm64", "apple-mps", "t4"
 BLOCKS = ("teaching-runtimes", "expectations")
 
 
-def _records(folder: Path) -> list[dict]:
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
-
-
 def runtime_table(folder: Path = ROOT / "verified") -> str:
     """Return the Markdown table of run times per notebook: CI CPU, and each accelerator record."""
     ci = runtimes.load_record(folder / f"{runtimes.CI_CLASS}.json")
-    accel = [r for r in _records(folder) if not str(r.get("class", "")).startswith("cpu")]
+    accel = [r for r in verify.load_records(folder) if not str(r.get("class", "")).startswith("cpu")]
     head = "| notebook | CI CPU (`ci` profile) | " + (
         " | ".join(f"`{r['class']}` ({r['profile']}, {r['date']})" for r in accel)
         or "GPU / TPU record") + " |"
