@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from accelkit import dtypes
+from accelkit import dtypes, report
 
 
 def keras_policy(device_kind: str = "cpu", dtype: Any = None) -> str:
@@ -150,7 +150,7 @@ def _error_line(text: str) -> str:
     that is not a heading such as ``Graph execution error:`` (ANSI colours removed)."""
     import re
 
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    text = report.plain(text)
     status = re.search(r"message: (.+?)(?:\. |\n|$)", text)
     if status:
         return status.group(1)[:200]
