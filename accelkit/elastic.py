@@ -128,19 +128,33 @@ def read_failures(reports: Iterable[str | os.PathLike[str]]) -> dict[int, RankFa
     return dict(sorted(found.items()))
 
 
+#: Lower-case parts of the errors a rank gets when a *peer* went away (gloo's TCP pair:
+#: "Connection closed by peer", a reset or a broken pipe; NCCL: "remote process exited"):
+#: a consequence of another rank's failure, whichever error file was written first.
+PEER_GONE = ("closed by peer", "reset by peer", "broken pipe", "remote process exited")
+
+
+def peer_gone(failure: RankFailure) -> bool:
+    """True when ``failure``'s recorded exception says a peer closed the connection."""
+    message = failure.message.lower()
+    return any(part in message for part in PEER_GONE)
+
+
 def root_cause(failures: dict[int, RankFailure]) -> int | None:
     """Return the rank that most likely failed first, or None when none failed.
 
     torch picks the earliest timestamp, but its timestamps are whole seconds and a worker
     that torchrun stopped gets the time it was noticed.  So, in order: a worker that recorded
     an exception, one not stopped with SIGTERM (the signal torchrun stops the others with),
-    the earliest :attr:`RankFailure.timestamp`, the lowest rank.
+    one whose exception is not its peer going away (:func:`peer_gone`: a rank that timed out
+    in a collective closes its sockets, and the rank waiting on it may write its "closed by
+    peer" error file first), the earliest :attr:`RankFailure.timestamp`, the lowest rank.
     """
     if not failures:
         return None
     return min(failures.values(), key=lambda f: (f.error_file is None,
                                                  f.exitcode == -signal.SIGTERM,
-                                                 f.timestamp, f.rank)).rank
+                                                 peer_gone(f), f.timestamp, f.rank)).rank
 
 
 def torchrun_command(script: str | os.PathLike[str], args: Sequence[Any] = (), *,

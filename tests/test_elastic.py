@@ -2,6 +2,7 @@
 
 import json
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,19 @@ def test_root_cause_without_error_files_prefers_a_real_signal_to_sigterm():
     killed = {0: f(0, -signal.SIGTERM, 5), 1: f(1, -signal.SIGKILL, 6)}
     assert elastic.root_cause(killed) == 1
     assert elastic.root_cause({0: f(0, 1, 7), 1: f(1, 1, 6)}) == 1  # earliest
+
+
+def test_root_cause_prefers_a_rank_whose_own_collective_failed_to_one_whose_peer_went_away():
+    # seen in CI: rank 1 timed out in its barrier and closed its sockets; rank 0, waiting in
+    # an all-reduce, wrote "Connection closed by peer" a moment before rank 1's error file
+    def f(rank, stamp, message):
+        return elastic.RankFailure(rank=rank, local_rank=rank, exitcode=1, pid=rank,
+                                   timestamp=stamp, error_file=Path(f"{rank}.json"),
+                                   message=message)
+
+    gone = "RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [::1]:5"
+    timed_out = "DistBackendError: [gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting"
+    failures = {0: f(0, 10.0, gone), 1: f(1, 10.4, timed_out)}
+    assert elastic.peer_gone(failures[0]) and not elastic.peer_gone(failures[1])
+    assert elastic.root_cause(failures) == 1
+    assert elastic.root_cause({0: f(0, 10.0, gone), 1: f(1, 10.4, gone)}) == 0  # earliest
