@@ -14,7 +14,8 @@ replicated); and ``ModelParallel`` with a ``LayoutMap`` (each Dense kernel split
 mesh's ``model`` axis, the batch over ``batch``) under ``mixed_bfloat16``, as on a TPU.  The
 training set is cut to whole batches and the test set padded to a multiple of the device count
 with zero sample weight, so every batch splits evenly and compiles once.  Writes the test
-accuracies, last losses, kernel shardings and wall time of each run to ``--out``.
+accuracies, last losses, the batch's sharding inside the compiled train step (seen by an
+identity layer, :func:`batch_probe`), kernel shardings and wall time of each run to ``--out``.
 """
 
 import argparse
@@ -63,20 +64,42 @@ def distributions(keras, devices, model_axis: int):
     return {"single": None, "data_parallel": data_parallel, "model_parallel": model_parallel}
 
 
+def batch_probe(keras, seen: list[str]):
+    """An identity layer that records how the compiled step shards its input batch.
+
+    ``jax.debug.inspect_array_sharding`` calls back while XLA compiles the step, with the
+    sharding the compiler chose: ``P('batch',)`` when each device holds a slice of the batch.
+    """
+    import jax
+
+    def note(sharding) -> None:
+        seen.append(str(getattr(sharding, "spec", "whole, one device")))
+
+    class BatchSharding(keras.layers.Layer):
+        def call(self, x):
+            jax.debug.inspect_array_sharding(x, callback=note)
+            return x
+
+    return BatchSharding(name="batch_sharding")
+
+
 def train(keras, dist, policy: str, data, args) -> dict:
     """Train the MLP under ``dist`` (or on one device) and ``policy``; return its results."""
     x_tr, y_tr, x_te, y_te, w_te = data
     start = time.perf_counter()  # one run: nothing to repeat, so a plain clock
     keras.config.set_dtype_policy(policy)
     keras.utils.set_random_seed(0)
+    seen: list[str] = []  # the batch's sharding in each compiled step (train first)
     with dist.scope() if dist is not None else contextlib.nullcontext():
-        model = ak.models.compile_keras(ak.models.keras_mlp(), args.lr)
+        mlp = ak.models.keras_mlp()
+        model = keras.Sequential([keras.Input((64,)), batch_probe(keras, seen), *mlp.layers])
+        model = ak.models.compile_keras(model, args.lr)
         history = model.fit(x_tr, y_tr, batch_size=args.batch, epochs=args.epochs, verbose=0)
         scores = model.evaluate(x_te, y_te, sample_weight=w_te, batch_size=len(x_te),
                                 verbose=0, return_dict=True)
-    kernel = model.layers[0].kernel
+    kernel = mlp.layers[0].kernel
     return {"acc": float(scores["accuracy"]), "loss": float(history.history["loss"][-1]),
-            "policy": policy,
+            "policy": policy, "batch_sharding": seen[0] if seen else "not seen",
             "kernel_sharding": str(getattr(kernel.value.sharding, "spec", "one device")),
             "kernel_devices": len(kernel.value.sharding.device_set),
             "compute_dtype": model.layers[0].compute_dtype, "kernel_dtype": str(kernel.dtype),
@@ -102,7 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     policies = {"single": "float32", "data_parallel": "float32", "model_parallel": args.mp_policy}
     runs = {name: train(keras, dist, policies[name], data, args) for name, dist in ways.items()}
     for name, r in runs.items():
-        print(f"{name:>14}: test accuracy {r['acc']:.4f}, last loss {r['loss']:.5f}, kernel "
+        print(f"{name:>14}: test accuracy {r['acc']:.4f}, last loss {r['loss']:.7f}, batch "
+              f"{r['batch_sharding']}, kernel "
               f"{r['kernel_sharding']} on {r['kernel_devices']} device(s), {r['compute_dtype']} math on "
               f"{r['kernel_dtype']} weights, "
               f"{r['wall_s']:.1f} s", flush=True)
