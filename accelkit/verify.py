@@ -33,6 +33,8 @@ START, END = "<!-- verified:start -->", "<!-- verified:end -->"
 HEADLINE = {"amp.matmul_bf16_speedup": "bf16 matmul", "fusion.compile_speedup": "compile chain",
             "fusion.fused_adamw_speedup": "fused AdamW", "roofline.copy_gbps": "copy GB/s"}
 _COUNTS = re.compile(r"(\d+) (passed|failed|error|errors|skipped)")
+#: A traceback's last line, as nbval prints a failing cell's: "AssertionError: ...".
+_ERROR = re.compile(r"^[A-Z]\w*(Error|Exception|Interrupt): .*")
 
 
 def _nbval(path: Path, profile: str, results: Path, scratch: Path,
@@ -51,10 +53,17 @@ def _nbval(path: Path, profile: str, results: Path, scratch: Path,
         out, rc = f"timed out after {timeout_s:.0f} s: {exc}", -1
     counts = {k.rstrip("s"): int(n) for n, k in _COUNTS.findall(out.splitlines()[-1] if out else "")}
     status = "ok" if rc == 0 else ("timeout" if rc == -1 else "failed")
-    failed = [line for line in report.plain(out).splitlines() if line.startswith("FAILED")]
-    return {"status": status, "cells_passed": counts.get("passed", 0),
-            "cells_failed": counts.get("failed", 0) + counts.get("error", 0),
-            "wall_s": round(time.perf_counter() - start, 1), "failures": failed[:10]}
+    lines = report.plain(out).splitlines()
+    failed = [line for line in lines if line.startswith("FAILED")]
+    run = {"status": status, "cells_passed": counts.get("passed", 0),
+           "cells_failed": counts.get("failed", 0) + counts.get("error", 0),
+           "wall_s": round(time.perf_counter() - start, 1), "failures": failed[:10],
+           "errors": list(dict.fromkeys(m.group(0) for m in map(_ERROR.match, lines) if m))[:5]}
+    if rc != 0:  # the whole nbval output, for the cell's traceback (not kept in the record)
+        log = scratch / f"{path.stem}.nbval.log"
+        log.write_text(out, encoding="utf-8")
+        run["log"] = str(log)
+    return run
 
 
 def _print_run(name: str, run: dict[str, Any]) -> None:
@@ -62,8 +71,10 @@ def _print_run(name: str, run: dict[str, Any]) -> None:
     extra = (f" in {run['wall_s']:.0f} s, {run['cells_passed']} cells passed"
              if "wall_s" in run else f" ({run.get('reason', '')})")
     print(f"[accelkit verify] {name}: {run['status']}{extra}", flush=True)
-    for line in run.get("failures", []):
+    for line in run.get("failures", []) + run.get("errors", []):
         print(f"    {line}", flush=True)
+    if run.get("log"):
+        print(f"    nbval's whole output: {run['log']}", flush=True)
 
 
 def verify(notebooks: str | os.PathLike[str] = "notebooks",
@@ -82,7 +93,10 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
         readme: the README whose "Verified on" table is regenerated; ``None`` leaves it.
 
     Returns:
-        The record written.
+        The record written.  Per notebook: status, cells passed/failed, wall time (s), the
+        failing cells (``failures``) and the exception lines they ended with (``errors``).
+        A failing notebook's whole nbval output is written to ``<scratch>/verify/<name>.nbval.log``
+        and its path printed (a local path, so it is not kept in the record).
 
     Raises:
         FileNotFoundError: when there are no notebooks.
@@ -108,6 +122,7 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
         else:
             runs[path.stem] = _nbval(path, resolved.name, results_file, work, timeout_s)
         _print_run(path.name, runs[path.stem])
+        runs[path.stem].pop("log", None)  # a local path: printed, not kept in the record
     info = env.hardware_summary()
     record = {
         "format": FORMAT, "date": datetime.date.today().isoformat(), "class": cls.name,

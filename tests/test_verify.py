@@ -56,7 +56,7 @@ def test_update_readme_rewrites_only_between_the_markers(tmp_path):
 
 
 @pytest.mark.slow
-def test_verify_runs_nbval_and_writes_a_record(tmp_path, monkeypatch):
+def test_verify_runs_nbval_and_writes_a_record(tmp_path, monkeypatch, capsys):
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
     (nbdir / "sanitize.cfg").write_text("")
@@ -74,6 +74,12 @@ def test_verify_runs_nbval_and_writes_a_record(tmp_path, monkeypatch):
     assert rec["notebooks"]["00_ok"]["status"] == "ok"
     assert rec["notebooks"]["01_bad"]["status"] == "failed"
     assert rec["notebooks"]["01_bad"]["cells_failed"] == 1
+    assert rec["notebooks"]["01_bad"]["errors"] == ["AssertionError: claim refuted"]
+    assert rec["notebooks"]["00_ok"]["errors"] == [] and "log" not in rec["notebooks"]["01_bad"]
+    printed = capsys.readouterr().out
+    assert "    AssertionError: claim refuted" in printed
+    log = tmp_path / "scratch" / "verify" / "01_bad.nbval.log"
+    assert f"nbval's whole output: {log}" in printed and "claim refuted" in log.read_text()
     assert rec["results"]["t.speed"] == {"value": 2.0, "unit": "x", "notebook": "00_ok"}
 
 
