@@ -102,7 +102,7 @@ def train(keras, dist, policy: str, data, args) -> dict:
             "policy": policy, "batch_sharding": seen[0] if seen else "not seen",
             "kernel_sharding": str(getattr(kernel.value.sharding, "spec", "one device")),
             "kernel_devices": len(kernel.value.sharding.device_set),
-            "compute_dtype": model.layers[0].compute_dtype, "kernel_dtype": str(kernel.dtype),
+            "compute_dtype": mlp.layers[0].compute_dtype, "kernel_dtype": str(kernel.dtype),
             "wall_s": time.perf_counter() - start}
 
 
