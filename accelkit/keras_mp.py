@@ -134,13 +134,11 @@ def try_step(step: Any, *args: Any) -> tuple[float | None, str]:
 
     Example: ``seconds, error = try_step(kstep_mp, x[:16], y[:16])``
     """
-    import time
+    from accelkit import bench
 
     try:
         step(*args)  # the first call traces and compiles a tf.function
-        start = time.perf_counter()
-        float(step(*args))  # float(): wait for the result
-        return time.perf_counter() - start, ""
+        return bench.time_once(lambda: float(step(*args))), ""  # float(): wait for the result
     except Exception as e:  # noqa: BLE001 - any kernel or dtype error means "does not run here"
         return None, f"{type(e).__name__}: {_error_line(str(e))}"
 
