@@ -115,11 +115,16 @@ class TfTrace:
     Attributes:
         kernels: ``(name, seconds)`` per op kernel in the order they ran; a name reads
             ``"node:OpType"`` (``"mul_1:Mul"``).
-        allocations: buffers the executor allocated during the call.
+        allocations: buffers the executor allocated during the call; ``None`` when the trace
+            holds no allocation events at all: the allocator in use does not report to the
+            profiler (seen on an AMD EPYC without AVX-512, where TensorFlow's oneDNN
+            optimisations are off and its plain CPU allocator runs; oneDNN's allocator on the
+            AVX-512 Xeon reported every buffer).  A call whose graph has a live input allocates
+            at least its first output, so zero reported events means "not reported".
     """
 
     kernels: tuple[tuple[str, float], ...]
-    allocations: int
+    allocations: int | None
 
     @property
     def op_types(self) -> list[str]:
@@ -181,7 +186,7 @@ def trace_tf(call: Callable[[], Any], root: str | None = None) -> TfTrace:
                 elif re.fullmatch(r"[\w/.\-]+:[A-Z]\w*", name):
                     events.append((line.timestamp_ns * 1000 + e.offset_ps, name,
                                    e.duration_ps / 1e12))
-    return TfTrace(tuple((n, s) for _, n, s in sorted(events)), allocations)
+    return TfTrace(tuple((n, s) for _, n, s in sorted(events)), allocations or None)
 
 
 __all__ = [
