@@ -4,11 +4,13 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab run verify test lint typecheck unit slow nbval nbval-laptop refresh colab doctor compare wheelhouse runtimes clean
+.PHONY: setup lab run verify test lint typecheck browser unit slow nbval nbval-laptop refresh colab doctor compare wheelhouse runtimes clean
 
 # Jupyter refuses to start as root ("Running as root is not recommended") unless told; in
 # containers, CI images and cloud VMs root is the only user, so pass --allow-root there.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# extra JupyterLab options for make lab, e.g. LAB_ARGS="--no-browser --port=8899"
+LAB_ARGS ?=
 
 setup: $(STAMP)
 
@@ -22,7 +24,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 lab: $(STAMP)  ## start JupyterLab on notebooks/ (kernel = this venv; nothing registered globally)
 	@$(if $(ROOT_FLAG),echo "running as root (a container or VM): starting JupyterLab with --allow-root",:)
-	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
+	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 run: $(STAMP)  ## execute every notebook headless into build/ and write the summary
 	$(PY) -m accelkit run --out build
@@ -30,7 +32,7 @@ run: $(STAMP)  ## execute every notebook headless into build/ and write the summ
 verify: $(STAMP)  ## nbval over every notebook -> verified/<hardware class>.json + README table
 	$(PY) -m accelkit verify
 
-test: lint typecheck unit slow nbval nbval-laptop  ## what CI runs: everything below
+test: lint typecheck browser unit slow nbval nbval-laptop  ## what CI runs: everything below
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check accelkit tests tools notebooks
@@ -42,7 +44,21 @@ unit: $(STAMP)  ## the fast unit tests (under a minute); `make slow` runs the on
 	$(PY) -m pytest -q -m "not slow" tests
 
 slow: $(STAMP)  ## unit tests that start processes, kernels or compilers (seconds each)
-	$(PY) -m pytest -q -m slow tests
+	ACCELKIT_PLAYWRIGHT_PYTHON=$(or $(ACCELKIT_PLAYWRIGHT_PYTHON),$(PW_PY)) $(PY) -m pytest -q -m slow tests
+
+# The browser checks (tools/browser_check.py; slow tests that skip without these): Debian's
+# chromium (installed only as root, with apt-get) and Playwright in its own venv, pinned.
+PW_VENV := build/playwright-venv
+PW_PY := $(PW_VENV)/bin/python
+browser:  ## best effort: chromium and Playwright for the browser checks (they skip without)
+	@mkdir -p build
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >build/chromium-install.log 2>&1 \
+	  || echo "chromium did not install (build/chromium-install.log): the browser checks skip"; fi
+	@[ -x $(PW_PY) ] || python3 -m venv $(PW_VENV)
+	@$(PW_PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt playwright \
+	  >build/playwright-install.log 2>&1 \
+	  || echo "playwright did not install (build/playwright-install.log): the browser checks skip"
 
 nbval: $(STAMP)
 	ACCELKIT_PROFILE=ci $(PY) -m pytest -q --nbval-lax --nbval-current-env \

@@ -49,6 +49,14 @@ def test_lab_allows_root_only_as_root():
     assert any(a.endswith("notebooks") for a in sc.lab_command(Path(".venv"), root=False))
 
 
+def test_lab_passes_further_options_on_and_other_commands_refuse_them(capsys):
+    cmd = sc.lab_command(Path(".venv"), root=False, extra=["--port=8899", "--no-browser"])
+    assert cmd[-2:] == ["--port=8899", "--no-browser"]
+    with pytest.raises(SystemExit):
+        sc.main(["doctor", "--port=8899", "--dry-run"])
+    assert "only lab passes options on" in capsys.readouterr().err
+
+
 def test_venv_python_per_os():
     expected = "Scripts/python.exe" if os.name == "nt" else "bin/python"
     assert sc.venv_python(Path("v")) == Path("v") / expected

@@ -17,9 +17,23 @@ What it checks, step by step (each step fails the run with a message):
 6. waits until the readout says N = 8, checks the figure's image changed, screenshots
    (``memory_after.png``) and writes ``browser_check.json`` with both readouts.
 
+``--check bootstrap`` (issue 13) checks a learner's first screen instead, on a checkout that
+has been set up (a fresh clone after ``make setup``):
+
+1. starts the lab with the course's own command in ``--repo``: ``make lab`` (``--start make``)
+   or ``python tools/setup_course.py lab`` (``--start script``, the Windows path), with
+   ``LAB_ARGS`` / further options for port, token and ``--no-browser``;
+2. opens ``notebooks/00_device_setup.ipynb`` in headless Chromium;
+3. checks that the first code cell (the Colab bootstrap) shows JupyterLab's collapsed-input
+   placeholder instead of its source, that the notebook's title heading and the next code
+   cell's source are on screen, and screenshots the page (``notebook00.png``);
+4. writes ``bootstrap_check.json`` with what it saw.
+
 Usage (Playwright in any Python; JupyterLab, ipywidgets and accelkit in ``--python``)::
 
     python tools/browser_check.py --python .venv/bin/python --out build/browser_check
+    python tools/browser_check.py --check bootstrap --repo /tmp/fresh-clone --start make \
+        --out build/browser_check
 
 Needs ``/usr/bin/chromium`` (Debian's ``chromium`` package) or ``--chromium PATH``.
 """
@@ -63,22 +77,58 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def lab_options(port: int, token: str) -> list[str]:
+    """JupyterLab options for a scripted start: loopback, this port and token, no browser."""
+    return ["--no-browser", f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={token}"]
+
+
 def start_lab(python: str, folder: Path, port: int, token: str) -> subprocess.Popen[bytes]:
-    """Start JupyterLab and wait until its API answers (60 s)."""
+    """Start JupyterLab on ``folder`` with ``python`` and wait until its API answers."""
     env = {k: v for k, v in os.environ.items() if k != "ACCELKIT_EXPLORE"}
     env["PYTHONPATH"] = str(ROOT)
+    cmd = [python, "-m", "jupyter", "lab", "--allow-root", *lab_options(port, token),
+           f"--ServerApp.root_dir={folder}"]
+    return wait_for_lab(cmd, folder, port, token, env=env)
+
+
+def course_lab_command(repo: Path, start: str, port: int, token: str) -> list[str]:
+    """The course's own start command in ``repo`` (``make lab`` or the set-up script)."""
+    if start == "make":
+        return ["make", "-C", str(repo), "lab", "LAB_ARGS=" + " ".join(lab_options(port, token))]
+    return [sys.executable, str(repo / "tools" / "setup_course.py"), "lab", *lab_options(port, token)]
+
+
+def wait_for_lab(cmd: list[str], folder: Path, port: int, token: str, *,
+                 env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` (its output to ``folder/jupyterlab.log``) and wait for JupyterLab's API.
+
+    Raises SystemExit naming the log when nothing answers on ``port`` within 120 s or the
+    command exits first.
+    """
     log = (folder / "jupyterlab.log").open("wb")
-    lab = subprocess.Popen([python, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
-                            f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={token}",
-                            f"--ServerApp.root_dir={folder}"], stdout=log, stderr=log, env=env)
-    for _ in range(120):
+    lab = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
+    for _ in range(240):
+        if lab.poll() is not None:
+            raise SystemExit(f"{' '.join(cmd[:4])} exited ({lab.returncode}); see {log.name}")
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2)
             return lab
         except OSError:
             time.sleep(0.5)
-    lab.terminate()
-    raise SystemExit(f"JupyterLab did not answer on port {port}; see {folder / 'jupyterlab.log'}")
+    stop_lab(lab)
+    raise SystemExit(f"JupyterLab did not answer on port {port}; see {log.name}")
+
+
+def stop_lab(lab: subprocess.Popen[bytes]) -> None:
+    """Stop the lab and whatever started it (``make`` starts JupyterLab as its child)."""
+    try:
+        os.killpg(lab.pid, 15)
+    except ProcessLookupError:
+        return
+    try:
+        lab.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(lab.pid, 9)
 
 
 def readout(page: Any) -> str:
@@ -119,40 +169,95 @@ def drive(page: Any, url: str, out: Path) -> dict[str, Any]:
                 ".widget-readout").inner_text()}
 
 
+def first_screen(page: Any, url: str, out: Path) -> dict[str, Any]:
+    """Bootstrap check, steps 2-3 of the module docstring; returns what was seen."""
+    page.goto(url)
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells.first.wait_for(timeout=60_000)
+    page.wait_for_timeout(2000)  # let the cells render their editors
+    code = page.locator(".jp-Notebook .jp-CodeCell")
+    boot, nxt = code.nth(0), code.nth(1)
+    placeholder = boot.locator(".jp-InputPlaceholder")
+    seen = {
+        "bootstrap_placeholder_visible": placeholder.count() > 0 and placeholder.first.is_visible(),
+        "bootstrap_placeholder_text": placeholder.first.inner_text() if placeholder.count() else "",
+        "bootstrap_editor_visible": boot.locator(".jp-InputArea-editor").first.is_visible(),
+        "title": page.locator(".jp-Notebook h1").first.inner_text(),
+        "next_cell_first_line": nxt.locator(".jp-InputArea-editor .cm-line").first.inner_text(),
+    }
+    page.screenshot(path=str(out / "notebook00.png"))
+    return seen
+
+
+def check_memory(args: argparse.Namespace, browser: Any) -> dict[str, Any]:
+    """The memory explorer check (the module docstring's first list)."""
+    write_notebook(args.out / "explore_memory.ipynb")
+    port, token = free_port(), secrets.token_hex(16)
+    lab = start_lab(args.python, args.out, port, token)
+    try:
+        seen = run_page(browser, args.out, drive,
+                        f"http://127.0.0.1:{port}/lab/tree/explore_memory.ipynb?token={token}")
+    finally:
+        stop_lab(lab)
+    seen["ok"] = ("N = 2:" in seen["readout_before"] and "N = 8:" in seen["readout_after"]
+                  and "world_size=8" in seen["readout_after"]
+                  and seen["figure_before"] != seen["figure_after"])
+    return seen
+
+
+def check_bootstrap(args: argparse.Namespace, browser: Any) -> dict[str, Any]:
+    """The first-screen check (the module docstring's second list)."""
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = course_lab_command(args.repo.resolve(), args.start, port, token)
+    lab = wait_for_lab(cmd, args.out, port, token)
+    try:
+        seen = run_page(browser, args.out, first_screen,
+                        f"http://127.0.0.1:{port}/lab/tree/00_device_setup.ipynb?token={token}")
+    finally:
+        stop_lab(lab)
+    seen["started_with"] = " ".join(cmd[:4] if args.start == "make" else cmd[1:3])
+    seen["ok"] = (seen["bootstrap_placeholder_visible"] and not seen["bootstrap_editor_visible"]
+                  and seen["title"].startswith("00") and bool(seen["next_cell_first_line"].strip()))
+    return seen
+
+
+def run_page(browser: Any, out: Path, step: Any, url: str) -> dict[str, Any]:
+    """Run ``step(page, url, out)`` on a new page; a failure leaves ``failure.png``."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    try:
+        return dict(step(page, url, out))
+    except Exception:
+        page.screenshot(path=str(out / "failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+
+
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--check", choices=["memory", "bootstrap"], default="memory")
     ap.add_argument("--python", default=sys.executable, help="Python with JupyterLab + accelkit")
+    ap.add_argument("--repo", type=Path, default=ROOT, help="bootstrap: the set-up checkout")
+    ap.add_argument("--start", choices=["make", "script"], default="make",
+                    help="bootstrap: make lab, or tools/setup_course.py lab")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "browser_check")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
-    write_notebook(args.out / "explore_memory.ipynb")
-    port, token = free_port(), secrets.token_hex(16)
-    lab = start_lab(args.python, args.out, port, token)
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1100})
-            try:
-                seen = drive(page, f"http://127.0.0.1:{port}/lab/tree/explore_memory.ipynb"
-                                   f"?token={token}", args.out)
-            except Exception:
-                page.screenshot(path=str(args.out / "failure.png"), full_page=True)
-                raise
+    check = check_memory if args.check == "memory" else check_bootstrap
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
+        try:
+            seen = check(args, browser)
             seen["browser"] = browser.version
+        finally:
             browser.close()
-    finally:
-        lab.terminate()
-        lab.wait(timeout=30)
-    ok = ("N = 2:" in seen["readout_before"] and "N = 8:" in seen["readout_after"]
-          and "world_size=8" in seen["readout_after"]
-          and seen["figure_before"] != seen["figure_after"])
-    seen["ok"] = ok
-    (args.out / "browser_check.json").write_text(json.dumps(seen, indent=1) + "\n")
+    name = "browser_check.json" if args.check == "memory" else "bootstrap_check.json"
+    (args.out / name).write_text(json.dumps(seen, indent=1) + "\n")
     print(json.dumps(seen, indent=1))
-    return 0 if ok else 1
+    return 0 if seen["ok"] else 1
 
 
 if __name__ == "__main__":

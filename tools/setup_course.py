@@ -2,6 +2,7 @@
 
     python tools/setup_course.py setup     # create .venv and install the pinned environment + accelkit
     python tools/setup_course.py lab       # setup, then start JupyterLab on notebooks/
+                                           # (further options go to JupyterLab: --port=8899)
     python tools/setup_course.py run       # setup, then execute every notebook headless into build/
     python tools/setup_course.py doctor    # setup, then the pre-flight: is this machine ready?
     python tools/setup_course.py wheelhouse --platform win_amd64 --python-version 3.12
@@ -111,10 +112,13 @@ def setup(venv: Path, wheelhouse: Path, *, online: bool, dry_run: bool) -> Path:
     return python
 
 
-def lab_command(venv: Path, *, root: bool) -> list[str]:
-    """Return the JupyterLab command (``--allow-root`` when ``root``: Jupyter refuses root otherwise)."""
+def lab_command(venv: Path, *, root: bool, extra: list[str] | None = None) -> list[str]:
+    """Return the JupyterLab command (``--allow-root`` when ``root``: Jupyter refuses root otherwise).
+
+    ``extra``: further JupyterLab options, appended (``make lab LAB_ARGS=...`` does the same).
+    """
     cmd = [str(venv_python(venv)), "-m", "jupyter", "lab", f"--notebook-dir={ROOT / 'notebooks'}"]
-    return cmd + (["--allow-root"] if root else [])
+    return cmd + (["--allow-root"] if root else []) + list(extra or [])
 
 
 def platform_tags(platform: str) -> list[str]:
@@ -161,7 +165,7 @@ def wheelhouse_command(dest: Path, platform: str | None, python_version: str | N
 
 def main(argv: list[str] | None = None) -> int:
     """Command line; see the module docstring."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0], allow_abbrev=False)
     parser.add_argument("command", choices=["setup", "lab", "run", "doctor", "wheelhouse"])
     parser.add_argument("--venv", type=Path, default=VENV)
     parser.add_argument("--wheelhouse", type=Path, default=WHEELHOUSE,
@@ -170,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--platform", help="wheelhouse: the target platform tag")
     parser.add_argument("--python-version", help="wheelhouse: the target Python, e.g. 3.11")
     parser.add_argument("--dry-run", action="store_true", help="print the commands only")
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "lab":
+        parser.error(f"unrecognized arguments: {' '.join(extra)} (only lab passes options on)")
     if args.command == "wheelhouse":
         args.wheelhouse.mkdir(parents=True, exist_ok=True)
         _run(wheelhouse_command(args.wheelhouse, args.platform, args.python_version),
@@ -181,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         if is_root():
             print("running as root (a container or VM): starting JupyterLab with --allow-root")
         env = dict(os.environ, JUPYTER_PATH=str(args.venv.resolve() / "share" / "jupyter"))
-        _run(lab_command(args.venv, root=is_root()), dry_run=args.dry_run, env=env)
+        _run(lab_command(args.venv, root=is_root(), extra=extra), dry_run=args.dry_run, env=env)
     elif args.command == "run":
         _run([str(python), "-m", "accelkit", "run", "--out", str(ROOT / "build")],
              dry_run=args.dry_run)
