@@ -38,7 +38,7 @@ def test_expectations_follow_the_claims_table():
         teaching.expectations_table(["no-such-class"])
 
 
-def test_runtime_table_adds_a_column_per_accelerator_record(tmp_path):
+def test_runtime_table_adds_a_column_per_real_record_not_emulated(tmp_path):
     base = {"format": 1, "profile": "ci", "date": "2026-01-01", "hardware": {"cpu_count": 2},
             "notebooks": {"00_a": {"status": "ok", "wall_s": 31.0}}}
     (tmp_path / "cpu-avx512-bf16.json").write_text(json.dumps(dict(base, **{"class": "cpu-avx512-bf16"})))
@@ -47,3 +47,9 @@ def test_runtime_table_adds_a_column_per_accelerator_record(tmp_path):
     (tmp_path / "t4.json").write_text(json.dumps(dict(gpu, **{"class": "t4"})))
     table = teaching.runtime_table(tmp_path)
     assert "| 00_a | ≈ 30 s | ≈ 2.5 min |" in table and "`t4` (full, 2026-01-01)" in table, table
+    emulated = dict(base, emulated=True, notebooks={"00_a": {"status": "ok", "wall_s": 45.0}})
+    (tmp_path / "cpu-avx2-emulated.json").write_text(json.dumps(dict(emulated, **{"class": "cpu-avx2"})))
+    assert "`cpu-avx2`" not in teaching.runtime_table(tmp_path)  # it timed this CPU, not the class
+    real = dict(base, notebooks={"00_a": {"status": "ok", "wall_s": 37.0}})
+    (tmp_path / "cpu-avx2.json").write_text(json.dumps(dict(real, **{"class": "cpu-avx2"})))
+    assert "| 00_a | ≈ 30 s | ≈ 35 s | ≈ 2.5 min |" in teaching.runtime_table(tmp_path)

@@ -7,7 +7,8 @@ Two blocks of TEACHING.md are written here, each between its markers:
 
 * ``<!-- teaching-runtimes:start/end -->``: per notebook, its measured run time on the CI
   machine class (``verified/cpu-avx512-bf16.json``, as in README.md, :mod:`runtimes`) and on
-  every GPU/TPU class that has a verification record (``verified/*.json``), or "none yet".
+  every other class measured for real (``verified/*.json``, emulated records left out: they
+  time this CPU, not the class): an AVX2-only CPU, a GPU, a TPU; "none yet" without one.
 * ``<!-- expectations:start/end -->``: for the classes a classroom has (laptops, Apple,
   Colab's T4 and TPU, ...), the autocast choice and every speedup claim's floor, from
   :mod:`accelkit.hardware` and :mod:`accelkit.claims` (what ``python -m accelkit doctor
@@ -38,19 +39,21 @@ BLOCKS = ("teaching-runtimes", "expectations")
 
 
 def runtime_table(folder: Path = ROOT / "verified") -> str:
-    """Return the Markdown table of run times per notebook: CI CPU, and each accelerator record."""
+    """Return the Markdown table of run times per notebook: CI CPU, and each other real record."""
     ci = runtimes.load_record(folder / f"{runtimes.CI_CLASS}.json")
-    accel = [r for r in verify.load_records(folder) if not str(r.get("class", "")).startswith("cpu")]
+    others = [r for r in verify.load_records(folder)
+             if r.get("class") != runtimes.CI_CLASS and not r.get("emulated")]
     head = "| notebook | CI CPU (`ci` profile) | " + (
-        " | ".join(f"`{r['class']}` ({r['profile']}, {r['date']})" for r in accel)
+        " | ".join(f"`{r['class']}` ({r['profile']}, {r['date']})" for r in others)
         or "GPU / TPU record") + " |"
-    lines = [head, "|---|---|" + "---|" * max(1, len(accel))]
+    lines = [head, "|---|---|" + "---|" * max(1, len(others))]
     for stem in ci["notebooks"]:
-        cells = [_cell(ci, stem)] + ([_cell(r, stem) for r in accel] or ["none yet"])
+        cells = [_cell(ci, stem)] + ([_cell(r, stem) for r in others] or ["none yet"])
         lines.append(f"| {stem} | " + " | ".join(cells) + " |")
     lines.append(f"\nCI CPU: `{ci['class']}`, {ci.get('hardware', {}).get('cpu_count', '?')} "
-                 f"cores, `make verify` of {ci['date']}. GPU/TPU columns appear when "
-                 "`make verify` on such a machine adds its record to `verified/`.")
+                 f"cores, `make verify` of {ci['date']}. A column appears for each other "
+                 "machine whose `make verify` adds its record to `verified/` (a GPU, a TPU, "
+                 "another CPU class); emulated records are left out.")
     return "\n".join(lines)
 
 
