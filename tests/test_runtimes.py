@@ -51,6 +51,18 @@ def test_cell0_phrase_follows_a_new_record():
     assert again.count(runtimes.START) == 1
 
 
+def test_cell0_phrase_adds_a_real_laptop_record_and_ignores_an_emulated_one():
+    laptop = {"class": "cpu-avx2", "profile": "ci", "date": "2026-01-03",
+              "hardware": {"cpu_count": 2, "cpu": "AMD EPYC"},
+              "notebooks": {"00_a": {"status": "ok", "wall_s": 39.0}}}
+    phrase = runtimes.notebook_phrase(RECORD, "00_a", laptop)
+    assert phrase.endswith(" On a 2-core CPU without bf16 units (`cpu-avx2`, AMD EPYC): ≈ 40 s."
+                           + runtimes.END), phrase
+    assert runtimes.notebook_phrase(RECORD, "00_a", dict(laptop, emulated=True)) == \
+        runtimes.notebook_phrase(RECORD, "00_a")  # an emulated record timed another CPU
+    assert "without bf16" not in runtimes.notebook_phrase(RECORD, "01_b", laptop)  # failed there
+
+
 def test_failed_or_missing_notebook_says_not_measured():
     assert "not measured yet" in runtimes.notebook_phrase(RECORD, "01_b")
     assert "not measured yet" in runtimes.notebook_phrase(RECORD, "07_new")
@@ -105,7 +117,10 @@ def test_readme_run_times_agree_with_the_ci_record():
 
 
 def test_notebook_run_times_agree_with_the_ci_record():
-    """Each notebook's Runs on phrase matches verified/cpu-avx512-bf16.json (no typed times)."""
+    """Each notebook's Runs on phrase matches verified/cpu-avx512-bf16.json (no typed times)
+    and, where it exists, the real verified/cpu-avx2.json."""
     paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    stale = runtimes.check(ROOT / "README.md", paths, runtimes.load_record())
+    laptop = (runtimes.load_record(runtimes.LAPTOP_RECORD)
+              if runtimes.LAPTOP_RECORD.exists() else None)
+    stale = runtimes.check(ROOT / "README.md", paths, runtimes.load_record(), laptop=laptop)
     assert not stale, "run `python tools/runtimes.py --write`:\n" + "\n".join(map(str, stale))

@@ -11,8 +11,10 @@ notebook, kernel start included.  Two places show it:
   row that links ``notebooks/<stem>.ipynb``; and the sentence between the README's
   ``<!-- runtime:start -->``/``<!-- runtime:end -->`` markers (which record, which date).
 * Cell 0 of each notebook: a phrase between the same markers at the end of the paragraph that
-  holds ``**Runs on**``.  A run time typed into that paragraph outside the markers ("about
-  40 s", "under a minute") is removed by ``--write``, so the two never disagree.
+  holds ``**Runs on**``; where a real (not emulated) record of a CPU without bf16 units exists
+  (``verified/cpu-avx2.json``), the phrase adds that run time too: most laptops are that class.
+  A run time typed into that paragraph outside the markers ("about 40 s", "under a minute")
+  is removed by ``--write``, so the two never disagree.
 
 ``--write`` changes only cell 0's source; outputs are kept, nothing needs re-executing.
 Owns: these phrases.  Lives elsewhere: the records (``accelkit/verify.py``), the reading-time
@@ -32,6 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 CI_CLASS = "cpu-avx512-bf16"
 RECORD = ROOT / "verified" / f"{CI_CLASS}.json"
+#: The laptop class whose real record, when there is one, each notebook's phrase also quotes.
+LAPTOP_CLASS = "cpu-avx2"
+LAPTOP_RECORD = ROOT / "verified" / f"{LAPTOP_CLASS}.json"
 START, END = "<!-- runtime:start -->", "<!-- runtime:end -->"
 RUNS_ON = "**Runs on**"
 COLUMN = "run time"
@@ -69,8 +74,12 @@ def wall(record: dict[str, Any], stem: str) -> float | None:
     return float(run["wall_s"]) if run.get("status") == "ok" and "wall_s" in run else None
 
 
-def notebook_phrase(record: dict[str, Any], stem: str) -> str:
-    """Return the marked phrase for a notebook's "Runs on" paragraph."""
+def notebook_phrase(record: dict[str, Any], stem: str,
+                    laptop: dict[str, Any] | None = None) -> str:
+    """Return the marked phrase for a notebook's "Runs on" paragraph.
+
+    ``laptop``: a real record of :data:`LAPTOP_CLASS`; its run time is added when it has one.
+    """
     secs = wall(record, stem)
     if secs is None:
         text = (f"Run time: not measured yet (no passing `make verify` record of `{stem}` on "
@@ -80,6 +89,11 @@ def notebook_phrase(record: dict[str, Any], stem: str) -> str:
         text = (f"Measured run time: {duration(secs)} top to bottom on the CI machine's "
                 f"{cores}-core CPU (`{record['class']}`, `{record['profile']}` profile, "
                 f"`make verify` of {record['date']}).")
+    other = wall(laptop, stem) if laptop and not laptop.get("emulated") else None
+    if other is not None and laptop is not None:
+        cores = laptop.get("hardware", {}).get("cpu_count", "?")
+        text += (f" On a {cores}-core CPU without bf16 units (`{laptop['class']}`, "
+                 f"{laptop.get('hardware', {}).get('cpu', 'a real one')}): {duration(other)}.")
     return f"{START}{text}{END}"
 
 
@@ -97,7 +111,8 @@ def _replace_marked(text: str, phrase: str) -> str:
     return head + phrase + rest.split(END, 1)[1]
 
 
-def update_cell0(source: str, record: dict[str, Any], stem: str) -> str:
+def update_cell0(source: str, record: dict[str, Any], stem: str,
+                 laptop: dict[str, Any] | None = None) -> str:
     """Return cell 0's source with the run-time phrase current and typed run times removed.
 
     Raises:
@@ -108,7 +123,7 @@ def update_cell0(source: str, record: dict[str, Any], stem: str) -> str:
     if not hits:
         raise ValueError(f"{stem}: cell 0 has no {RUNS_ON} sentence")
     i = hits[0]
-    para, phrase = paras[i], notebook_phrase(record, stem)
+    para, phrase = paras[i], notebook_phrase(record, stem, laptop)
     if START in para and END in para:
         before, rest = para.split(START, 1)
         after = rest.split(END, 1)[1]
@@ -155,8 +170,9 @@ class Stale:
 
 
 def check(readme: Path, notebooks: list[Path], record: dict[str, Any], *,
-          write: bool = False) -> list[Stale]:
-    """Compare (and with ``write`` rewrite) the README and notebooks against ``record``.
+          write: bool = False, laptop: dict[str, Any] | None = None) -> list[Stale]:
+    """Compare (and with ``write`` rewrite) the README and notebooks against ``record``
+    (and the notebooks' laptop run time against ``laptop``, see :func:`notebook_phrase`).
 
     Returns:
         One :class:`Stale` per file that disagreed (also when it was rewritten).
@@ -172,7 +188,7 @@ def check(readme: Path, notebooks: list[Path], record: dict[str, Any], *,
         nb = json.loads(path.read_text(encoding="utf-8"))
         cell = nb["cells"][0]
         src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        new = update_cell0(src, record, path.stem)
+        new = update_cell0(src, record, path.stem, laptop)
         if new != src:
             stale.append(Stale(path, "Runs on run time differs from the record (or is typed)"))
             if write:
@@ -188,12 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite stale files in place")
     parser.add_argument("--check", action="store_true", help="report stale files, exit 1")
     parser.add_argument("--record", type=Path, default=RECORD)
+    parser.add_argument("--laptop-record", type=Path, default=LAPTOP_RECORD,
+                        help="a real cpu-avx2 record; used when the file exists")
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="default: notebooks/NN_*.ipynb")
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    stale = check(args.readme, paths, load_record(args.record), write=args.write)
+    laptop = load_record(args.laptop_record) if args.laptop_record.exists() else None
+    stale = check(args.readme, paths, load_record(args.record), write=args.write, laptop=laptop)
     for s in stale:
         print(("fixed " if args.write else "stale ") + str(s))
     if stale and not args.write:
