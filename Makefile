@@ -43,8 +43,9 @@ typecheck: $(STAMP)  ## mypy over accelkit/ (settings in pyproject.toml)
 unit: $(STAMP)  ## the fast unit tests (under a minute); `make slow` runs the ones that start processes
 	$(PY) -m pytest -q -m "not slow" tests
 
-slow: $(STAMP)  ## unit tests that start processes, kernels or compilers (seconds each)
-	ACCELKIT_PLAYWRIGHT_PYTHON=$(or $(ACCELKIT_PLAYWRIGHT_PYTHON),$(PW_PY)) $(PY) -m pytest -q -m slow tests
+slow: $(STAMP) browser  ## unit tests that start processes, kernels or compilers (seconds each)
+	ACCELKIT_PLAYWRIGHT_PYTHON=$${ACCELKIT_PLAYWRIGHT_PYTHON:-$$([ -x $(PW_PY) ] && echo $(CURDIR)/$(PW_PY) || echo $(PY))} \
+	  $(PY) -m pytest -q -m slow tests
 
 # The browser checks (tools/browser_check.py; slow tests that skip without these): Debian's
 # chromium (installed only as root, with apt-get) and Playwright in its own venv, pinned.
@@ -53,11 +54,13 @@ PW_PY := $(PW_VENV)/bin/python
 browser:  ## best effort: chromium and Playwright for the browser checks (they skip without)
 	@mkdir -p build
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >build/chromium-install.log 2>&1 \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  { timeout 600 apt-get install -y -q chromium || { timeout 300 apt-get update -q \
+	    && timeout 600 apt-get install -y -q chromium; }; } >build/chromium-install.log 2>&1 \
 	  || echo "chromium did not install (build/chromium-install.log): the browser checks skip"; fi
-	@[ -x $(PW_PY) ] || python3 -m venv $(PW_VENV)
-	@$(PW_PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt playwright \
-	  >build/playwright-install.log 2>&1 \
+	@{ [ -x $(PW_PY) ] || $(PYTHON) -m venv $(PW_VENV); } \
+	  && timeout 600 $(PW_PY) -m pip install --quiet --disable-pip-version-check \
+	    -c constraints.txt playwright >build/playwright-install.log 2>&1 \
 	  || echo "playwright did not install (build/playwright-install.log): the browser checks skip"
 
 nbval: $(STAMP)

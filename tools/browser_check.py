@@ -45,6 +45,7 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -121,14 +122,21 @@ def wait_for_lab(cmd: list[str], folder: Path, port: int, token: str, *,
 
 def stop_lab(lab: subprocess.Popen[bytes]) -> None:
     """Stop the lab and whatever started it (``make`` starts JupyterLab as its child)."""
+    killpg = getattr(os, "killpg", None)  # POSIX; elsewhere the started process alone
     try:
-        os.killpg(lab.pid, 15)
+        killpg(lab.pid, signal.SIGTERM) if killpg else lab.terminate()
+        lab.wait(timeout=30)
     except ProcessLookupError:
         return
-    try:
-        lab.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        os.killpg(lab.pid, 9)
+        killpg(lab.pid, signal.SIGKILL) if killpg else lab.kill()
+
+
+def on_screen(page: Any, locator: Any) -> bool:
+    """Whether ``locator``'s element is visible inside the viewport (not merely in the page)."""
+    box = locator.bounding_box() if locator.count() and locator.first.is_visible() else None
+    height = page.viewport_size["height"]
+    return box is not None and box["y"] < height and box["y"] + box["height"] > 0
 
 
 def readout(page: Any) -> str:
@@ -177,13 +185,15 @@ def first_screen(page: Any, url: str, out: Path) -> dict[str, Any]:
     page.wait_for_timeout(2000)  # let the cells render their editors
     code = page.locator(".jp-Notebook .jp-CodeCell")
     boot, nxt = code.nth(0), code.nth(1)
-    placeholder = boot.locator(".jp-InputPlaceholder")
+    placeholder = boot.locator(".jp-InputPlaceholder").first
+    title = page.locator(".jp-Notebook h1").first
+    next_line = nxt.locator(".jp-InputArea-editor .cm-line").first
     seen = {
-        "bootstrap_placeholder_visible": placeholder.count() > 0 and placeholder.first.is_visible(),
-        "bootstrap_placeholder_text": placeholder.first.inner_text() if placeholder.count() else "",
+        "bootstrap_placeholder_visible": on_screen(page, placeholder),
+        "bootstrap_placeholder_text": placeholder.inner_text() if placeholder.count() else "",
         "bootstrap_editor_visible": boot.locator(".jp-InputArea-editor").first.is_visible(),
-        "title": page.locator(".jp-Notebook h1").first.inner_text(),
-        "next_cell_first_line": nxt.locator(".jp-InputArea-editor .cm-line").first.inner_text(),
+        "title": title.inner_text() if on_screen(page, title) else "",
+        "next_cell_first_line": next_line.inner_text() if on_screen(page, next_line) else "",
     }
     page.screenshot(path=str(out / "notebook00.png"))
     return seen
@@ -242,8 +252,17 @@ def main(argv: list[str]) -> int:
                     help="bootstrap: make lab, or tools/setup_course.py lab")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "browser_check")
+    ap.add_argument("--timeout", type=int, default=220,
+                    help="seconds for the whole check; then the lab is stopped and it fails")
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
+
+    def too_long(*_: Any) -> None:  # raised here, so every finally below stops what it started
+        raise TimeoutError(f"browser check not done after {args.timeout} s")
+
+    if hasattr(signal, "SIGALRM"):
+        signal.signal(signal.SIGALRM, too_long)
+        signal.alarm(args.timeout)
 
     args.out.mkdir(parents=True, exist_ok=True)
     check = check_memory if args.check == "memory" else check_bootstrap

@@ -43,6 +43,8 @@ CONSTRAINTS = ROOT / "constraints.txt"
 #: What an editable install of accelkit builds with (pyproject's [build-system]); the
 #: wheelhouse carries it so that build isolation works offline.
 BUILD_BACKEND = ["setuptools>=68", "wheel"]
+#: Pins only CI needs (the browser checks, ``make browser``): left out of a learner's wheelhouse.
+CI_ONLY = ("greenlet", "playwright")
 PIP_QUIET = ["--quiet", "--disable-pip-version-check"]
 
 
@@ -149,8 +151,9 @@ def wheelhouse_command(dest: Path, platform: str | None, python_version: str | N
             require ``>=3.11.5``, and ``3.11`` means 3.11.0 to pip), or ``None`` for this one's.
         extra: more requirement strings (tests fill a small wheelhouse from a few pins).
 
-    Every pin in ``constraints.txt`` is requested, with dependencies, so a platform that
-    needs more than the CI machine (Windows: ``pywin32``, ``pywinpty``) gets it too.
+    Every pin in ``constraints.txt`` but :data:`CI_ONLY` is requested, with dependencies, so
+    a platform that needs more than the CI machine (Windows: ``pywin32``, ``pywinpty``) gets
+    it too.
     """
     cmd = [sys.executable, "-m", "pip", "download", *PIP_QUIET, "--only-binary=:all:",
            "-d", str(dest), "-c", str(CONSTRAINTS)]
@@ -160,7 +163,14 @@ def wheelhouse_command(dest: Path, platform: str | None, python_version: str | N
         cmd += ["--python-version", python_version]
     if extra is not None:
         return cmd + extra
-    return cmd + ["-r", str(CONSTRAINTS), *BUILD_BACKEND]
+    return cmd + learner_pins() + BUILD_BACKEND
+
+
+def learner_pins(path: Path = CONSTRAINTS) -> list[str]:
+    """Return the ``name==version`` lines of ``path`` without the :data:`CI_ONLY` ones."""
+    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    return [ln for ln in lines if ln and not ln.startswith("#")
+            and ln.split("==")[0].strip().lower() not in CI_ONLY]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,19 +42,26 @@ def runtime_table(folder: Path = ROOT / "verified") -> str:
     """Return the Markdown table of run times per notebook: CI CPU, and each other real record."""
     ci = runtimes.load_record(folder / f"{runtimes.CI_CLASS}.json")
     others = [r for r in verify.load_records(folder)
-             if r.get("class") != runtimes.CI_CLASS and not r.get("emulated")]
-    head = "| notebook | CI CPU (`ci` profile) | " + (
-        " | ".join(f"`{r['class']}` ({r['profile']}, {r['date']})" for r in others)
-        or "GPU / TPU record") + " |"
+              if r.get("class") != runtimes.CI_CLASS and not r.get("emulated")]
+    head = f"| notebook | {_column(ci)} | " + (
+        " | ".join(_column(r) for r in others) or "GPU / TPU record") + " |"
     lines = [head, "|---|---|" + "---|" * max(1, len(others))]
     for stem in ci["notebooks"]:
         cells = [_cell(ci, stem)] + ([_cell(r, stem) for r in others] or ["none yet"])
         lines.append(f"| {stem} | " + " | ".join(cells) + " |")
-    lines.append(f"\nCI CPU: `{ci['class']}`, {ci.get('hardware', {}).get('cpu_count', '?')} "
-                 f"cores, `make verify` of {ci['date']}. A column appears for each other "
-                 "machine whose `make verify` adds its record to `verified/` (a GPU, a TPU, "
-                 "another CPU class); emulated records are left out.")
+    cores = ci.get("hardware", {}).get("cpu_count", "?")
+    lines.append(f"\nEach column is `make verify` on one machine. The first is the class whose "
+                 f"run times README.md and the notebooks quote (`{ci['class']}`, {cores} cores; "
+                 "CI's 2-core machine is that Xeon or an AVX2-only AMD EPYC). A column appears "
+                 "for each other machine whose `make verify` adds its record to `verified/` (a "
+                 "GPU, a TPU, another CPU class); emulated records are left out.")
     return "\n".join(lines)
+
+
+def _column(record: dict) -> str:
+    """A column header: the class, its CPU when recorded, the profile and the date."""
+    cpu = record.get("hardware", {}).get("cpu")
+    return f"`{record['class']}`{f', {cpu}' if cpu else ''} ({record['profile']}, {record['date']})"
 
 
 def _cell(record: dict, stem: str) -> str:
