@@ -115,12 +115,13 @@ class TfTrace:
     Attributes:
         kernels: ``(name, seconds)`` per op kernel in the order they ran; a name reads
             ``"node:OpType"`` (``"mul_1:Mul"``).
-        allocations: buffers the executor allocated during the call; ``None`` when the trace
-            holds no allocation events at all: the allocator in use does not report to the
-            profiler (seen on an AMD EPYC without AVX-512, where TensorFlow's oneDNN
-            optimisations are off and its plain CPU allocator runs; oneDNN's allocator on the
-            AVX-512 Xeon reported every buffer).  A call whose graph has a live input allocates
-            at least its first output, so zero reported events means "not reported".
+        allocations: buffers the allocator reported (``MemoryAllocation`` events) during the
+            call; ``None`` when the trace holds none at all, so "not reported", not "zero".
+            Which buffers are reported depends on TensorFlow's CPU allocator: with oneDNN's
+            optimisations on (the AVX-512 Xeon here) its allocator reported the chain's large
+            buffers (small ones go to a sub-allocator that records no event); with them off
+            (an AVX2-only AMD EPYC here) the plain CPU allocator recorded no event at all
+            (it does only with its statistics enabled).
     """
 
     kernels: tuple[tuple[str, float], ...]

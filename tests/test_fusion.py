@@ -186,9 +186,9 @@ def test_trace_tf_and_xla_hlo_of_a_chain(tmp_path):
     assert trace.op_types == ["AddV2", "Relu", "Mul"]  # one kernel per op, no fusion
     from tensorflow.python.util import _pywrap_util_port
 
-    if _pywrap_util_port.IsMklEnabled():  # oneDNN's CPU allocator reports each buffer
+    if _pywrap_util_port.IsMklEnabled():  # oneDNN's CPU allocator reports large buffers
         assert trace.allocations is not None and 1 <= trace.allocations <= 3  # relu, mul in place
-    else:  # TensorFlow's plain CPU allocator (oneDNN off: AVX2-only CPUs) reports none
+    else:  # oneDNN off (as on an AVX2-only AMD EPYC): the plain CPU allocator reports none
         assert trace.allocations is None
     text = tf.function(chain, jit_compile=True).experimental_get_compiler_ir(x)(
         stage="optimized_hlo")
