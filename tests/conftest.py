@@ -17,3 +17,22 @@ def no_launcher(monkeypatch):
     for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
               "TORCHELASTIC_ERROR_FILE"):
         monkeypatch.delenv(k, raising=False)
+
+
+@pytest.fixture
+def playwright_python():
+    """The Python that has Playwright, for tools/browser_check.py (``$ACCELKIT_PLAYWRIGHT_PYTHON``,
+    set by ``make slow``, else this one); skips without it or without Debian's chromium."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    py = os.environ.get("ACCELKIT_PLAYWRIGHT_PYTHON", sys.executable)
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("no /usr/bin/chromium (Debian: apt-get install chromium; make browser)")
+    if not (Path(py).exists() or shutil.which(py)) or subprocess.run(
+            [py, "-c", "import playwright"], capture_output=True).returncode:
+        pytest.skip(f"no playwright in {py} (make browser, or set $ACCELKIT_PLAYWRIGHT_PYTHON)")
+    return py

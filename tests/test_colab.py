@@ -281,18 +281,12 @@ def test_bootstrap_passes_ruff(tmp_path):
 
 
 @pytest.mark.slow
-def test_bootstrap_is_folded_when_make_lab_opens_notebook_00(tmp_path):
+def test_bootstrap_is_folded_when_make_lab_opens_notebook_00(tmp_path, playwright_python):
     """tools/browser_check.py --check bootstrap: `make lab` in this checkout, headless Chromium
     on notebook 00, the bootstrap cell collapsed to its #@title line (issue 13)."""
     import json
-    import os
 
-    py = os.environ.get("ACCELKIT_PLAYWRIGHT_PYTHON", sys.executable)
-    if not Path("/usr/bin/chromium").exists():
-        pytest.skip("no /usr/bin/chromium (Debian: apt-get install chromium)")
-    if not (Path(py).exists() or shutil.which(py)) or subprocess.run(
-            [py, "-c", "import playwright"], capture_output=True).returncode:
-        pytest.skip(f"no playwright in {py} (set $ACCELKIT_PLAYWRIGHT_PYTHON)")
+    py = playwright_python
     if shutil.which("make") is None:
         pytest.skip("no make")
     tool = ROOT / "tools" / "browser_check.py"

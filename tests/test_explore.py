@@ -194,21 +194,14 @@ def test_widgets_rerender_when_a_control_moves(monkeypatch):
 
 
 @pytest.mark.slow
-def test_memory_explorer_in_a_real_browser(tmp_path):
+def test_memory_explorer_in_a_real_browser(tmp_path, playwright_python):
     """tools/browser_check.py: JupyterLab + headless Chromium move the N slider (issue 17)."""
     import json
-    import os
-    import shutil
     import subprocess
     import sys
     from pathlib import Path
 
-    py = os.environ.get("ACCELKIT_PLAYWRIGHT_PYTHON", sys.executable)
-    if not Path("/usr/bin/chromium").exists():
-        pytest.skip("no /usr/bin/chromium (Debian: apt-get install chromium)")
-    if not (Path(py).exists() or shutil.which(py)) or subprocess.run(
-            [py, "-c", "import playwright"], capture_output=True).returncode:
-        pytest.skip(f"no playwright in {py} (set $ACCELKIT_PLAYWRIGHT_PYTHON)")
+    py = playwright_python
     tool = Path(__file__).parents[1] / "tools" / "browser_check.py"
     run = subprocess.run([py, str(tool), "--python", sys.executable, "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=280)
