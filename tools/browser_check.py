@@ -41,6 +41,7 @@ Needs ``/usr/bin/chromium`` (Debian's ``chromium`` package) or ``--chromium PATH
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -51,6 +52,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +85,10 @@ def lab_options(port: int, token: str) -> list[str]:
     return ["--no-browser", f"--port={port}", "--ip=127.0.0.1", f"--IdentityProvider.token={token}"]
 
 
-def start_lab(python: str, folder: Path, port: int, token: str) -> subprocess.Popen[bytes]:
-    """Start JupyterLab on ``folder`` with ``python`` and wait until its API answers."""
-    env = {k: v for k, v in os.environ.items() if k != "ACCELKIT_EXPLORE"}
-    env["PYTHONPATH"] = str(ROOT)
-    cmd = [python, "-m", "jupyter", "lab", "--allow-root", *lab_options(port, token),
-           f"--ServerApp.root_dir={folder}"]
-    return wait_for_lab(cmd, folder, port, token, env=env)
+def own_lab_command(python: str, folder: Path, port: int, token: str) -> list[str]:
+    """JupyterLab on ``folder`` with ``python`` (the memory check's two-cell notebook)."""
+    return [python, "-m", "jupyter", "lab", "--allow-root", *lab_options(port, token),
+            f"--ServerApp.root_dir={folder}"]
 
 
 def course_lab_command(repo: Path, start: str, port: int, token: str) -> list[str]:
@@ -99,25 +98,33 @@ def course_lab_command(repo: Path, start: str, port: int, token: str) -> list[st
     return [sys.executable, str(repo / "tools" / "setup_course.py"), "lab", *lab_options(port, token)]
 
 
-def wait_for_lab(cmd: list[str], folder: Path, port: int, token: str, *,
-                 env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start ``cmd`` (its output to ``folder/jupyterlab.log``) and wait for JupyterLab's API.
+@contextlib.contextmanager
+def running_lab(cmd: list[str], folder: Path, port: int, token: str, *,
+                env: dict[str, str] | None = None) -> Iterator[str]:
+    """Start ``cmd`` (its output to ``folder/jupyterlab.log``), wait for JupyterLab's API, yield
+    its base URL, and stop it (and what started it) on leaving.
 
     Raises SystemExit naming the log when nothing answers on ``port`` within 120 s or the
     command exits first.
     """
-    log = (folder / "jupyterlab.log").open("wb")
-    lab = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
-    for _ in range(240):
-        if lab.poll() is not None:
-            raise SystemExit(f"{' '.join(cmd[:4])} exited ({lab.returncode}); see {log.name}")
+    with (folder / "jupyterlab.log").open("wb") as log:
+        lab = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True)
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2)
-            return lab
-        except OSError:
-            time.sleep(0.5)
-    stop_lab(lab)
-    raise SystemExit(f"JupyterLab did not answer on port {port}; see {log.name}")
+            for _ in range(240):
+                if lab.poll() is not None:
+                    raise SystemExit(f"{' '.join(cmd[:4])} exited ({lab.returncode}); "
+                                     f"see {log.name}")
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}",
+                                           timeout=2)
+                    break
+                except OSError:
+                    time.sleep(0.5)
+            else:
+                raise SystemExit(f"JupyterLab did not answer on port {port}; see {log.name}")
+            yield f"http://127.0.0.1:{port}/lab/tree/{{}}?token={token}"
+        finally:
+            stop_lab(lab)
 
 
 def stop_lab(lab: subprocess.Popen[bytes]) -> None:
@@ -203,12 +210,11 @@ def check_memory(args: argparse.Namespace, browser: Any) -> dict[str, Any]:
     """The memory explorer check (the module docstring's first list)."""
     write_notebook(args.out / "explore_memory.ipynb")
     port, token = free_port(), secrets.token_hex(16)
-    lab = start_lab(args.python, args.out, port, token)
-    try:
-        seen = run_page(browser, args.out, drive,
-                        f"http://127.0.0.1:{port}/lab/tree/explore_memory.ipynb?token={token}")
-    finally:
-        stop_lab(lab)
+    env = {k: v for k, v in os.environ.items() if k != "ACCELKIT_EXPLORE"}
+    env["PYTHONPATH"] = str(ROOT)
+    cmd = own_lab_command(args.python, args.out, port, token)
+    with running_lab(cmd, args.out, port, token, env=env) as url:
+        seen = run_page(browser, args.out, drive, url.format("explore_memory.ipynb"))
     seen["ok"] = ("N = 2:" in seen["readout_before"] and "N = 8:" in seen["readout_after"]
                   and "world_size=8" in seen["readout_after"]
                   and seen["figure_before"] != seen["figure_after"])
@@ -219,16 +225,17 @@ def check_bootstrap(args: argparse.Namespace, browser: Any) -> dict[str, Any]:
     """The first-screen check (the module docstring's second list)."""
     port, token = free_port(), secrets.token_hex(16)
     cmd = course_lab_command(args.repo.resolve(), args.start, port, token)
-    lab = wait_for_lab(cmd, args.out, port, token)
-    try:
-        seen = run_page(browser, args.out, first_screen,
-                        f"http://127.0.0.1:{port}/lab/tree/00_device_setup.ipynb?token={token}")
-    finally:
-        stop_lab(lab)
+    with running_lab(cmd, args.out, port, token) as url:
+        seen = run_page(browser, args.out, first_screen, url.format("00_device_setup.ipynb"))
     seen["started_with"] = " ".join(cmd[:4] if args.start == "make" else cmd[1:3])
     seen["ok"] = (seen["bootstrap_placeholder_visible"] and not seen["bootstrap_editor_visible"]
                   and seen["title"].startswith("00") and bool(seen["next_cell_first_line"].strip()))
     return seen
+
+
+#: ``--check`` name -> (the check, the JSON file it writes into ``--out``).
+CHECKS = {"memory": (check_memory, "browser_check.json"),
+          "bootstrap": (check_bootstrap, "bootstrap_check.json")}
 
 
 def run_page(browser: Any, out: Path, step: Any, url: str) -> dict[str, Any]:
@@ -245,7 +252,7 @@ def run_page(browser: Any, out: Path, step: Any, url: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--check", choices=["memory", "bootstrap"], default="memory")
+    ap.add_argument("--check", choices=sorted(CHECKS), default="memory")
     ap.add_argument("--python", default=sys.executable, help="Python with JupyterLab + accelkit")
     ap.add_argument("--repo", type=Path, default=ROOT, help="bootstrap: the set-up checkout")
     ap.add_argument("--start", choices=["make", "script"], default="make",
@@ -265,7 +272,7 @@ def main(argv: list[str]) -> int:
         signal.alarm(args.timeout)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    check = check_memory if args.check == "memory" else check_bootstrap
+    check, name = CHECKS[args.check]
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
         try:
@@ -273,7 +280,6 @@ def main(argv: list[str]) -> int:
             seen["browser"] = browser.version
         finally:
             browser.close()
-    name = "browser_check.json" if args.check == "memory" else "bootstrap_check.json"
     (args.out / name).write_text(json.dumps(seen, indent=1) + "\n")
     print(json.dumps(seen, indent=1))
     return 0 if seen["ok"] else 1

@@ -89,11 +89,10 @@ def notebook_phrase(record: dict[str, Any], stem: str,
         text = (f"Measured run time: {duration(secs)} top to bottom on the CI machine's "
                 f"{cores}-core CPU (`{record['class']}`, `{record['profile']}` profile, "
                 f"`make verify` of {record['date']}).")
-    other = wall(laptop, stem) if laptop and not laptop.get("emulated") else None
-    if other is not None and laptop is not None:
-        cores = laptop.get("hardware", {}).get("cpu_count", "?")
-        text += (f" On a {cores}-core CPU without bf16 units (`{laptop['class']}`, "
-                 f"{laptop.get('hardware', {}).get('cpu', 'a real one')}): {duration(other)}.")
+    if laptop and not laptop.get("emulated") and (other := wall(laptop, stem)) is not None:
+        hw = laptop.get("hardware", {})
+        text += (f" On a {hw.get('cpu_count', '?')}-core CPU without bf16 units "
+                 f"(`{laptop['class']}`, {hw.get('cpu', '?')}): {duration(other)}.")
     return f"{START}{text}{END}"
 
 

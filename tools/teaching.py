@@ -40,9 +40,11 @@ BLOCKS = ("teaching-runtimes", "expectations")
 
 def runtime_table(folder: Path = ROOT / "verified") -> str:
     """Return the Markdown table of run times per notebook: CI CPU, and each other real record."""
-    ci = runtimes.load_record(folder / f"{runtimes.CI_CLASS}.json")
-    others = [r for r in verify.load_records(folder)
-              if r.get("class") != runtimes.CI_CLASS and not r.get("emulated")]
+    real = [r for r in verify.load_records(folder) if not r.get("emulated")]
+    ci = next((r for r in real if r["class"] == runtimes.CI_CLASS), None)
+    if ci is None:
+        raise ValueError(f"{folder}: no verification record of {runtimes.CI_CLASS}")
+    others = [r for r in real if r is not ci]
     head = f"| notebook | {_column(ci)} | " + (
         " | ".join(_column(r) for r in others) or "GPU / TPU record") + " |"
     lines = [head, "|---|---|" + "---|" * max(1, len(others))]
