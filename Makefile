@@ -63,9 +63,14 @@ browser:  ## best effort: chromium and Playwright for the browser checks (they s
 	    -c constraints.txt playwright >build/playwright-install.log 2>&1 \
 	  || echo "playwright did not install (build/playwright-install.log): the browser checks skip"
 
+# Each timed claim's interval goes to build/claims.jsonl; the margins table is printed after
+# the run, passed or failed, so a CI log shows how close every floor came (tools/claim_margins.py).
+CLAIMS_LOG := build/claims.jsonl
 nbval: $(STAMP)
-	ACCELKIT_PROFILE=ci $(PY) -m pytest -q --nbval-lax --nbval-current-env \
-	  --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider notebooks
+	@mkdir -p build && rm -f $(CLAIMS_LOG)
+	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(CLAIMS_LOG) $(PY) -m pytest -q --nbval-lax \
+	  --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider \
+	  notebooks; rc=$$?; $(PY) tools/claim_margins.py $(CLAIMS_LOG); exit $$rc
 
 # The timing-sensitive notebooks once more, computing and deciding as a laptop CPU without bf16
 # units (AVX2 only): ACCELKIT_HARDWARE caps oneDNN/ATen to that instruction set (README,
@@ -75,8 +80,10 @@ nbval: $(STAMP)
 LAPTOP_CLASS ?= cpu-avx2
 LAPTOP_NB    ?= 00_ 02_ 03_
 nbval-laptop: $(STAMP)
-	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) $(PY) -m accelkit verify --profile ci --only $(LAPTOP_NB) \
-	  --out build/verify-$(LAPTOP_CLASS) --readme ''
+	@mkdir -p build && rm -f build/claims-$(LAPTOP_CLASS).jsonl
+	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) ACCELKIT_CLAIMS_LOG=build/claims-$(LAPTOP_CLASS).jsonl \
+	  $(PY) -m accelkit verify --profile ci --only $(LAPTOP_NB) --out build/verify-$(LAPTOP_CLASS) \
+	  --readme ''; rc=$$?; $(PY) tools/claim_margins.py build/claims-$(LAPTOP_CLASS).jsonl; exit $$rc
 
 refresh: $(STAMP)  ## maintainers: re-execute notebooks IN PLACE (ci profile) to store outputs
 	$(PY) tools/refresh_notebooks.py $(NB)

@@ -4,13 +4,22 @@ They raise ``AssertionError`` (so nbval marks the cell as failed) with what was 
 what was found and, for timing checks, the hardware class that set the bound.  This module
 owns the assertions and the default tolerance per dtype; dtype names are read by
 :mod:`accelkit.dtypes`, speedup verdicts come from :mod:`accelkit.bench`.
+
+Every speedup claim decided by :func:`assert_speedup` is also appended, as one JSON line, to
+the file named by ``ACCELKIT_CLAIMS_LOG`` when it is set (``make nbval`` sets it): the
+interval next to its bound, so that floors are re-derived from many runs' margins
+(``tools/claim_margins.py``), never from one good run.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 from accelkit import dtypes
+
+CLAIMS_LOG_ENV = "ACCELKIT_CLAIMS_LOG"
 
 # Default tolerances by canonical dtype name (accelkit.dtypes): (rtol, atol).  fp32 values
 # follow torch.testing's defaults; low-precision ones follow its bf16/fp16 defaults.
@@ -143,6 +152,7 @@ def assert_speedup(comparison: Any, *, at_least: float | None, what: str, hardwa
     if at_least is None and at_most is None:
         return comparison.speedup
     verdict = comparison.verdict(at_least=at_least, at_most=at_most)
+    _log_claim(comparison, what, hardware, at_least, at_most, verdict)
     if verdict != bench.HOLDS:
         on = f" on {hardware}" if hardware else ""
         claim = " and ".join(f"{word} {bound:.2f}x" for word, bound in
@@ -156,6 +166,24 @@ def assert_speedup(comparison: Any, *, at_least: float | None, what: str, hardwa
             f"{what}: the claim '{claim}'{on} {verdict}: "
             f"{comparison.summary()}{because}. {advice[0].upper()}{advice[1:]}.")
     return comparison.speedup
+
+
+def _log_claim(comparison: Any, what: str, hardware: str, at_least: float | None,
+               at_most: float | None, verdict: str) -> None:
+    """Append one decided claim to the ``ACCELKIT_CLAIMS_LOG`` file, if that is set."""
+    path = os.environ.get(CLAIMS_LOG_ENV)
+    if not path:
+        return
+    from accelkit import report
+
+    low, high = comparison.interval
+    line = {"what": what, "hardware": hardware, "notebook": os.environ.get(
+        report.NOTEBOOK_ENV, ""), "at_least": at_least, "at_most": at_most,
+        "speedup": comparison.speedup, "low": low, "high": high,
+        "pairs": len(comparison.ratios), "noise": comparison.noise, "verdict": verdict,
+        "extra_s": comparison.extra.get("extra_s")}
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
 
 
 def assert_between(value: float, low: float, high: float, *, what: str) -> float:

@@ -55,3 +55,28 @@ def test_speedup_and_between():
         checks.assert_speedup(2.0, at_least=1.0, what="a lone number")
     with pytest.raises(AssertionError, match="outside"):
         checks.assert_between(2.0, 0.0, 1.0, what="fraction")
+
+
+def test_claims_log_and_margins_table(tmp_path, monkeypatch):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    log = tmp_path / "claims.jsonl"
+    monkeypatch.setenv(checks.CLAIMS_LOG_ENV, str(log))
+    fast = _cmp([2.0, 2.1, 1.9, 2.2, 2.0, 1.95, 2.05, 2.1])
+    checks.assert_speedup(fast, at_least=1.5, what="bf16", hardware="cpu-amx")
+    with pytest.raises(AssertionError):
+        checks.assert_speedup(fast, at_least=3.0, what="bf16", hardware="cpu-amx")
+    checks.assert_speedup(fast, at_least=None, what="no claim: not logged")
+    lines = [json.loads(t) for t in log.read_text().splitlines()]
+    assert [x["verdict"] for x in lines] == ["holds", "does not hold here"]
+    assert lines[0]["pairs"] == 8 and lines[0]["low"] <= lines[0]["speedup"] <= lines[0]["high"]
+    spec = importlib.util.spec_from_file_location(
+        "claim_margins", Path(__file__).parents[1] / "tools" / "claim_margins.py")
+    margins = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(margins)
+    assert margins.margin(lines[0]) == pytest.approx(lines[0]["low"] / 1.5)
+    row = margins.table(lines).splitlines()[2]
+    # two runs of one claim, one not held; the smaller margin (low / 3.0 < 1) is shown
+    assert row.startswith("| bf16 | cpu-amx | ≥ 1.5x | 2 | 1 | 2.02x | 0.6")
