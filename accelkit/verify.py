@@ -139,22 +139,43 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
     return record
 
 
-def load_records(folder: str | os.PathLike[str] = "verified") -> list[dict[str, Any]]:
-    """Read every ``*.json`` record in ``folder``, sorted by class name.
+def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read one verification record (``verified/<class>.json``).
+
+    Returns:
+        The record: ``class``, ``emulated``, ``date``, ``hardware``, ``notebooks``
+        (``{stem: {"status", "wall_s", ...}}``), ``results``.
 
     Raises:
-        ValueError: naming a file that is not a verification record of a known format.
+        ValueError: naming the file when it cannot be read, is not JSON, or is not a
+            verification record of format :data:`FORMAT`.
     """
-    records = []
-    for path in sorted(Path(folder).glob("*.json")):
-        try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON ({exc})") from None
-        if not isinstance(rec, dict) or rec.get("format") != FORMAT or "class" not in rec:
-            raise ValueError(f"{path}: not an accelkit verification record of format {FORMAT}")
-        records.append(rec)
-    return records
+    path = Path(path)
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the verification record ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(rec, dict) or rec.get("format") != FORMAT or "class" not in rec \
+            or not isinstance(rec.get("notebooks"), dict):
+        raise ValueError(f"{path}: not an accelkit verification record of format {FORMAT}")
+    return rec
+
+
+def load_records(folder: str | os.PathLike[str] = "verified", *,
+                 real_only: bool = False) -> list[dict[str, Any]]:
+    """Read every ``*.json`` record in ``folder`` (:func:`load_record`), sorted by file name.
+
+    Args:
+        real_only: leave out records of an emulated CPU class (``ACCELKIT_HARDWARE``): their
+            run times and speeds are not that class's.
+
+    Raises:
+        ValueError: as :func:`load_record`.
+    """
+    records = [load_record(p) for p in sorted(Path(folder).glob("*.json"))]
+    return [r for r in records if not (real_only and r.get("emulated"))]
 
 
 def readme_table(folder: str | os.PathLike[str] = "verified") -> str:

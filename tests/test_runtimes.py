@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from accelkit import verify
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("runtimes", ROOT / "tools" / "runtimes.py")
 runtimes = importlib.util.module_from_spec(_spec)
@@ -101,18 +103,8 @@ def test_check_reports_then_writes(tmp_path):
     assert runtimes.check(readme, [nb_path], RECORD) == []
 
 
-def test_bad_record_names_the_file(tmp_path):
-    bad = tmp_path / "x.json"
-    bad.write_text("{", encoding="utf-8")
-    with pytest.raises(ValueError, match="x.json"):
-        runtimes.load_record(bad)
-    bad.write_text("[]", encoding="utf-8")
-    with pytest.raises(ValueError, match="x.json"):
-        runtimes.load_record(bad)
-
-
 def test_readme_run_times_agree_with_the_ci_record():
-    stale = runtimes.check(ROOT / "README.md", [], runtimes.load_record())
+    stale = runtimes.check(ROOT / "README.md", [], verify.load_record(runtimes.RECORD))
     assert not stale, f"run `python tools/runtimes.py --write`: {stale}"
 
 
@@ -120,7 +112,7 @@ def test_notebook_run_times_agree_with_the_ci_record():
     """Each notebook's Runs on phrase matches verified/cpu-avx512-bf16.json (no typed times)
     and, where it exists, the real verified/cpu-avx2.json."""
     paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    laptop = (runtimes.load_record(runtimes.LAPTOP_RECORD)
+    laptop = (verify.load_record(runtimes.LAPTOP_RECORD)
               if runtimes.LAPTOP_RECORD.exists() else None)
-    stale = runtimes.check(ROOT / "README.md", paths, runtimes.load_record(), laptop=laptop)
+    stale = runtimes.check(ROOT / "README.md", paths, verify.load_record(runtimes.RECORD), laptop=laptop)
     assert not stale, "run `python tools/runtimes.py --write`:\n" + "\n".join(map(str, stale))

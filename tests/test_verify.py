@@ -42,6 +42,11 @@ def test_table_rows_and_bad_records(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"format": 99}))
     with pytest.raises(ValueError, match="bad.json: not an accelkit verification record"):
         verify.load_records(tmp_path)
+    (tmp_path / "bad.json").unlink()
+    assert [r["class"] for r in verify.load_records(tmp_path)] == ["cpu-avx2", "t4"]
+    assert [r["class"] for r in verify.load_records(tmp_path, real_only=True)] == ["cpu-avx2"]
+    with pytest.raises(ValueError, match="none.json: cannot read"):
+        verify.load_record(tmp_path / "none.json")
 
 
 def test_update_readme_rewrites_only_between_the_markers(tmp_path):

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelkit import verify
+
 ROOT = Path(__file__).resolve().parents[1]
 CI_CLASS = "cpu-avx512-bf16"
 RECORD = ROOT / "verified" / f"{CI_CLASS}.json"
@@ -44,21 +46,6 @@ COLUMN = "run time"
 TYPED = re.compile(r"(?:about|under|around|roughly|~|≈)\s*(?:a minute and a half|a minute|"
                    r"\d+(?:\.\d+)?\s*(?:s|sec|seconds?|min|minutes?))\b\s*")
 _ROW_LINK = re.compile(r"\(notebooks/(\d\d_\w+)\.ipynb\)")
-
-
-def load_record(path: Path = RECORD) -> dict[str, Any]:
-    """Read a verification record (``verified/<class>.json``).
-
-    Raises:
-        ValueError: naming the file when it is not JSON or has no ``notebooks`` table.
-    """
-    try:
-        rec = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read the verification record ({exc})") from None
-    if not isinstance(rec, dict) or not isinstance(rec.get("notebooks"), dict):
-        raise ValueError(f"{path}: not a verification record (no 'notebooks' table)")
-    return rec
 
 
 def duration(wall_s: float) -> str:
@@ -210,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: notebooks/NN_*.ipynb")
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    laptop = load_record(args.laptop_record) if args.laptop_record.exists() else None
-    stale = check(args.readme, paths, load_record(args.record), write=args.write, laptop=laptop)
+    laptop = verify.load_record(args.laptop_record) if args.laptop_record.exists() else None
+    stale = check(args.readme, paths, verify.load_record(args.record), write=args.write, laptop=laptop)
     for s in stale:
         print(("fixed " if args.write else "stale ") + str(s))
     if stale and not args.write:

@@ -40,7 +40,7 @@ BLOCKS = ("teaching-runtimes", "expectations")
 
 def runtime_table(folder: Path = ROOT / "verified") -> str:
     """Return the Markdown table of run times per notebook: CI CPU, and each other real record."""
-    real = [r for r in verify.load_records(folder) if not r.get("emulated")]
+    real = verify.load_records(folder, real_only=True)
     ci = next((r for r in real if r["class"] == runtimes.CI_CLASS), None)
     if ci is None:
         raise ValueError(f"{folder}: no verification record of {runtimes.CI_CLASS}")
