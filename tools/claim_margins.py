@@ -2,7 +2,7 @@
 
 Usage: ``python tools/claim_margins.py build/claims.jsonl [more.jsonl ...]``
 
-For each claim (its ``what`` and hardware class) prints the runs, how many did not hold, the
+For each claim (its ``what``, hardware class and bounds) prints the runs, how many did not hold, the
 median speedup and the smallest margin: the interval's low end over the floor (and the
 ceiling over its high end), where 1.0 means the interval touched the bound.  A floor is
 safe for CI when its smallest margin over many runs, on every CPU CI draws, stays well
@@ -30,13 +30,14 @@ def margin(line: dict) -> float:
 
 def table(lines: list[dict]) -> str:
     """Return the margins table (markdown), the smallest margin first."""
-    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    groups: dict[tuple, list[dict]] = defaultdict(list)  # a changed bound starts a new row
     for line in lines:
-        groups[(line["what"], line["hardware"])].append(line)
+        groups[(line["what"], line["hardware"], line.get("at_least"), line.get("at_most"))
+               ].append(line)
     rows = sorted(groups.items(), key=lambda kv: min(margin(x) for x in kv[1]))
     out = ["| claim | class | bound | runs | not held | median speedup | smallest margin |",
            "|---|---|---|---|---|---|---|"]
-    for (what, hw), got in rows:
+    for (what, hw, *_), got in rows:
         bound = " ".join(f"{w} {got[0][k]:g}x" for w, k in (("≥", "at_least"), ("≤", "at_most"))
                          if got[0].get(k))
         failed = sum(x["verdict"] != "holds" for x in got)
