@@ -65,7 +65,8 @@ browser:  ## best effort: chromium and Playwright for the browser checks (they s
 
 # Each timed claim's interval goes to build/claims.jsonl; the margins table is printed after
 # the run, passed or failed, so a CI log shows how close every floor came (tools/claim_margins.py).
-CLAIMS_LOG := build/claims.jsonl
+# An absolute path: each notebook's kernel runs in notebooks/.
+CLAIMS_LOG := $(CURDIR)/build/claims.jsonl
 nbval: $(STAMP)
 	@mkdir -p build && rm -f $(CLAIMS_LOG)
 	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(CLAIMS_LOG) $(PY) -m pytest -q --nbval-lax \
@@ -81,7 +82,7 @@ LAPTOP_CLASS ?= cpu-avx2
 LAPTOP_NB    ?= 00_ 02_ 03_
 nbval-laptop: $(STAMP)
 	@mkdir -p build && rm -f build/claims-$(LAPTOP_CLASS).jsonl
-	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) ACCELKIT_CLAIMS_LOG=build/claims-$(LAPTOP_CLASS).jsonl \
+	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) ACCELKIT_CLAIMS_LOG=$(CURDIR)/build/claims-$(LAPTOP_CLASS).jsonl \
 	  $(PY) -m accelkit verify --profile ci --only $(LAPTOP_NB) --out build/verify-$(LAPTOP_CLASS) \
 	  --readme ''; rc=$$?; $(PY) tools/claim_margins.py build/claims-$(LAPTOP_CLASS).jsonl; exit $$rc
 

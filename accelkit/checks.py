@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 from accelkit import dtypes
@@ -182,6 +183,7 @@ def _log_claim(comparison: Any, what: str, hardware: str, at_least: float | None
         "speedup": comparison.speedup, "low": low, "high": high,
         "pairs": len(comparison.ratios), "noise": comparison.noise, "verdict": verdict,
         "extra_s": comparison.extra.get("extra_s")}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # a relative path: the kernel's cwd
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(json.dumps(line) + "\n")
 

@@ -62,7 +62,7 @@ def test_claims_log_and_margins_table(tmp_path, monkeypatch):
     import json
     from pathlib import Path
 
-    log = tmp_path / "claims.jsonl"
+    log = tmp_path / "build" / "claims.jsonl"  # its folder is made
     monkeypatch.setenv(checks.CLAIMS_LOG_ENV, str(log))
     fast = _cmp([2.0, 2.1, 1.9, 2.2, 2.0, 1.95, 2.05, 2.1])
     checks.assert_speedup(fast, at_least=1.5, what="bf16", hardware="cpu-amx")
