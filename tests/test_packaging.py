@@ -1,8 +1,12 @@
 """The project's files agree with each other: environment.yml, pyproject, constraints, CI."""
 
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -90,3 +94,15 @@ def test_make_test_runs_lint_types_fast_and_slow_units_and_nbval():
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^test: lint typecheck browser unit slow nbval nbval-laptop\b", makefile, re.M)
     assert '-m "not slow"' in makefile and "-m slow" in makefile
+
+
+def test_nbval_targets_log_claims_to_an_absolute_path():
+    """nbval runs each kernel in notebooks/: a relative ACCELKIT_CLAIMS_LOG would point there."""
+    if shutil.which("make") is None:
+        pytest.skip("no make here")
+    for target in ("nbval", "nbval-laptop"):
+        dry = subprocess.run(["make", "-n", "-C", str(ROOT), target], capture_output=True,
+                             text=True, check=True).stdout
+        logs = re.findall(r"ACCELKIT_CLAIMS_LOG=(\S+)", dry)
+        assert logs and all(Path(p).is_absolute() for p in logs), (target, logs)
+        assert "tools/claim_margins.py" in dry, target  # the table is printed, passed or failed
