@@ -80,11 +80,12 @@ nbval: $(STAMP)
 # its budget; run it with LAPTOP_NB="06_" when you have the time.
 LAPTOP_CLASS ?= cpu-avx2
 LAPTOP_NB    ?= 00_ 02_ 03_
+LAPTOP_LOG    := $(CURDIR)/build/claims-$(LAPTOP_CLASS).jsonl
 nbval-laptop: $(STAMP)
-	@mkdir -p build && rm -f build/claims-$(LAPTOP_CLASS).jsonl
-	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) ACCELKIT_CLAIMS_LOG=$(CURDIR)/build/claims-$(LAPTOP_CLASS).jsonl \
-	  $(PY) -m accelkit verify --profile ci --only $(LAPTOP_NB) --out build/verify-$(LAPTOP_CLASS) \
-	  --readme ''; rc=$$?; $(PY) tools/claim_margins.py build/claims-$(LAPTOP_CLASS).jsonl; exit $$rc
+	@mkdir -p build && rm -f $(LAPTOP_LOG)
+	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) ACCELKIT_CLAIMS_LOG=$(LAPTOP_LOG) $(PY) -m accelkit verify \
+	  --profile ci --only $(LAPTOP_NB) --out build/verify-$(LAPTOP_CLASS) --readme ''; \
+	  rc=$$?; $(PY) tools/claim_margins.py $(LAPTOP_LOG); exit $$rc
 
 refresh: $(STAMP)  ## maintainers: re-execute notebooks IN PLACE (ci profile) to store outputs
 	$(PY) tools/refresh_notebooks.py $(NB)

@@ -175,9 +175,9 @@ _CPU_BF16_CLAIMS: dict[str, dict[str, Claim]] = {
 }
 
 
+_REAL_AVX2_GPT = "on an AVX2-only AMD EPYC (Zen 3, 2-core VM) at T = 256"
 #: Notebook 06's GPT ladder (2 layers, width 128, 256 tokens, batch 8 on a CPU; GPT-2 small,
 #: 1024 tokens on a GPU).  Each rung is timed against the rung below it, whole training steps.
-_REAL_AVX2_GPT = "on an AVX2-only AMD EPYC (Zen 3, 2-core VM) at T = 256"
 _GPT_CPU_CLAIMS: dict[str, Claim] = {
     "gpt_sdpa": Claim(1.1, "the hand-written attention writes and reads the (B, H, T, T) "
                       "scores several times (scale, mask, softmax, their backward); the fused "
@@ -271,7 +271,9 @@ _CPU_CLASS_FUSION: dict[str, dict[str, Claim]] = {
 
 
 def for_cpu(name: str) -> dict[str, Claim]:
-    """Return the claims a CPU class carries: shared CPU floors plus its bf16 and GPT ones.
+    """Return the claims a CPU class carries: shared CPU floors plus its bf16 and GPT ones,
+    then the class's own re-measured tables (``_CPU_CLASS_FUSION``, ``_GPT_CPU_CLASS``),
+    which replace the shared entries they name.
 
     Args:
         name: the class name (``"cpu-amx"``); a name without bf16 entries gets the

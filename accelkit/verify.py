@@ -233,12 +233,12 @@ def references(key: str, folder: str | os.PathLike[str] | None = None,
 
     Returns:
         One dict per record holding ``key``: ``class``, ``class_title``, ``emulated``,
-        ``date`` (ISO), ``profile``, ``value`` and ``unit``, sorted by class name; ``[]``
+        ``date`` (ISO), ``profile``, ``value`` and ``unit``, sorted by file name; ``[]``
         when no record has it. Values were measured by ``make verify`` on that hardware.
 
     Raises:
-        ValueError: a record file that is not JSON or of an unknown format (see
-            :func:`load_records`).
+        ValueError: a record file that cannot be read or is not a verification record (see
+            :func:`load_record`).
     """
     path = Path(folder) if folder is not None else RECORDS
     if not path.is_dir():
@@ -271,5 +271,5 @@ def reference_lines(key: str, exclude_class: str | None = None,
             for r in refs]
 
 
-__all__ = ["FORMAT", "RECORDS", "load_records", "readme_table", "reference_lines", "references",
-           "update_readme", "verify"]
+__all__ = ["FORMAT", "RECORDS", "load_record", "load_records", "readme_table", "reference_lines",
+           "references", "update_readme", "verify"]

@@ -82,3 +82,11 @@ def test_claims_log_and_margins_table(tmp_path, monkeypatch):
     # the two bounds are two rows, the smallest margin first (low / 3.0 < 1: not held)
     assert rows[0].startswith("| bf16 | cpu-amx | ≥ 3x | 1 | 1 | 2.02x | 0.6")
     assert rows[1].startswith("| bf16 | cpu-amx | ≥ 1.5x | 2 | 0 | 2.02x | 1.0")
+
+
+def test_an_unwritable_claims_log_warns_and_keeps_the_verdict(tmp_path, monkeypatch):
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv(checks.CLAIMS_LOG_ENV, str(tmp_path / "a_file" / "claims.jsonl"))
+    fast = _cmp([2.0, 2.1, 1.9, 2.2, 2.0, 1.95, 2.05, 2.1])
+    with pytest.warns(UserWarning, match="claim not logged"):
+        assert checks.assert_speedup(fast, at_least=1.5, what="bf16") > 1.5

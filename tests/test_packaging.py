@@ -96,6 +96,7 @@ def test_make_test_runs_lint_types_fast_and_slow_units_and_nbval():
     assert '-m "not slow"' in makefile and "-m slow" in makefile
 
 
+@pytest.mark.slow  # starts make
 def test_nbval_targets_log_claims_to_an_absolute_path():
     """nbval runs each kernel in notebooks/: a relative ACCELKIT_CLAIMS_LOG would point there."""
     if shutil.which("make") is None:
