@@ -175,7 +175,13 @@ def load_records(folder: str | os.PathLike[str] = "verified", *,
         ValueError: as :func:`load_record`.
     """
     records = [load_record(p) for p in sorted(Path(folder).glob("*.json"))]
-    return [r for r in records if not (real_only and r.get("emulated"))]
+    return [r for r in records if is_real(r) or not real_only]
+
+
+def is_real(record: dict[str, Any]) -> bool:
+    """Whether a record timed its own class, not a CPU class emulated on another CPU
+    (``ACCELKIT_HARDWARE``): only real records' run times and speeds are that class's."""
+    return not record.get("emulated")
 
 
 def readme_table(folder: str | os.PathLike[str] = "verified") -> str:
@@ -271,5 +277,5 @@ def reference_lines(key: str, exclude_class: str | None = None,
             for r in refs]
 
 
-__all__ = ["FORMAT", "RECORDS", "load_record", "load_records", "readme_table", "reference_lines",
+__all__ = ["FORMAT", "RECORDS", "is_real", "load_record", "load_records", "readme_table", "reference_lines",
            "references", "update_readme", "verify"]

@@ -41,9 +41,9 @@ def table(lines: list[dict]) -> str:
     rows = sorted(groups.items(), key=lambda kv: min(margin(x) for x in kv[1]))
     out = ["| claim | class | bound | runs | not held | median speedup | smallest margin |",
            "|---|---|---|---|---|---|---|"]
-    for (what, hw, *_), got in rows:
-        bound = " ".join(f"{w} {got[0][k]:g}x" for w, k in (("≥", "at_least"), ("≤", "at_most"))
-                         if got[0].get(k) is not None)
+    for (what, hw, at_least, at_most), got in rows:
+        bound = " ".join(f"{w} {b:g}x" for w, b in (("≥", at_least), ("≤", at_most))
+                         if b is not None)
         failed = sum(x["verdict"] != HOLDS for x in got)
         out.append(f"| {what} | {hw or '-'} | {bound} | {len(got)} | {failed} | "
                    f"{statistics.median(x['speedup'] for x in got):.2f}x | "

@@ -76,7 +76,7 @@ def notebook_phrase(record: dict[str, Any], stem: str,
         text = (f"Measured run time: {duration(secs)} top to bottom on the CI machine's "
                 f"{cores}-core CPU (`{record['class']}`, `{record['profile']}` profile, "
                 f"`make verify` of {record['date']}).")
-    if laptop and not laptop.get("emulated") and (other := wall(laptop, stem)) is not None:
+    if laptop and verify.is_real(laptop) and (other := wall(laptop, stem)) is not None:
         hw = laptop.get("hardware", {})
         text += (f" On a {hw.get('cpu_count', '?')}-core CPU without bf16 units "
                  f"(`{laptop['class']}`, {hw.get('cpu', '?')}): {duration(other)}.")
