@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab run verify test lint typecheck browser unit slow nbval nbval-laptop refresh colab doctor compare wheelhouse runtimes clean
+.PHONY: setup lab run verify test lint typecheck browser unit slow nbval nbval-laptop nbval-colab nbval-colab-tpu refresh colab doctor compare wheelhouse runtimes clean
 
 # Jupyter refuses to start as root ("Running as root is not recommended") unless told; in
 # containers, CI images and cloud VMs root is the only user, so pass --allow-root there.
@@ -32,7 +32,7 @@ run: $(STAMP)  ## execute every notebook headless into build/ and write the summ
 verify: $(STAMP)  ## nbval over every notebook -> verified/<hardware class>.json + README table
 	$(PY) -m accelkit verify
 
-test: lint typecheck browser unit slow nbval nbval-laptop  ## what CI runs: everything below
+test: lint typecheck browser unit slow nbval nbval-laptop nbval-colab  ## what CI runs: everything below
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check accelkit tests tools notebooks
@@ -86,6 +86,22 @@ nbval-laptop: $(STAMP)
 	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) ACCELKIT_CLAIMS_LOG=$(LAPTOP_LOG) $(PY) -m accelkit verify \
 	  --profile ci --only $(LAPTOP_NB) --out build/verify-$(LAPTOP_CLASS) --readme ''; \
 	  rc=$$?; $(PY) tools/claim_margins.py $(LAPTOP_LOG); exit $$rc
+
+# Every notebook under Colab's own package versions (colab_runtimes.toml: torch, TensorFlow,
+# Keras, JAX as Colab preinstalls them, accelkit installed over them as the bootstrap does), in
+# build/colab-<runtime>-venv (tools/colab_runtime.py; rebuilt only when the table changes).
+# The GPU runtime's set is part of make test; the TPU runtime's (no TensorFlow) is run by hand.
+COLAB_RUNTIME ?= gpu
+COLAB_LOG = $(CURDIR)/build/claims-colab-$(COLAB_RUNTIME).jsonl
+nbval-colab: $(STAMP)
+	@mkdir -p build && rm -f $(COLAB_LOG)
+	$(PY) tools/colab_runtime.py venv $(COLAB_RUNTIME)
+	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(COLAB_LOG) $$($(PY) tools/colab_runtime.py python $(COLAB_RUNTIME)) \
+	  -m pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
+	  -p no:cacheprovider notebooks; rc=$$?; $(PY) tools/claim_margins.py $(COLAB_LOG); exit $$rc
+
+nbval-colab-tpu:
+	$(MAKE) nbval-colab COLAB_RUNTIME=tpu
 
 refresh: $(STAMP)  ## maintainers: re-execute notebooks IN PLACE (ci profile) to store outputs
 	$(PY) tools/refresh_notebooks.py $(NB)

@@ -92,7 +92,7 @@ def test_pre_commit_hooks_use_the_venv_and_existing_files():
 
 def test_make_test_runs_lint_types_fast_and_slow_units_and_nbval():
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^test: lint typecheck browser unit slow nbval nbval-laptop\b", makefile, re.M)
+    assert re.search(r"^test: lint typecheck browser unit slow nbval nbval-laptop nbval-colab\b", makefile, re.M)
     assert '-m "not slow"' in makefile and "-m slow" in makefile
 
 
@@ -101,7 +101,7 @@ def test_nbval_targets_log_claims_to_an_absolute_path():
     """nbval runs each kernel in notebooks/: a relative ACCELKIT_CLAIMS_LOG would point there."""
     if shutil.which("make") is None:
         pytest.skip("no make here")
-    for target in ("nbval", "nbval-laptop"):
+    for target in ("nbval", "nbval-laptop", "nbval-colab"):
         dry = subprocess.run(["make", "-n", "-C", str(ROOT), target], capture_output=True,
                              text=True, check=True).stdout
         logs = re.findall(r"ACCELKIT_CLAIMS_LOG=(\S+)", dry)
