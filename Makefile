@@ -96,7 +96,7 @@ COLAB_LOG = $(CURDIR)/build/claims-colab-$(COLAB_RUNTIME).jsonl
 nbval-colab: $(STAMP)
 	@mkdir -p build && rm -f $(COLAB_LOG)
 	$(PY) tools/colab_runtime.py venv $(COLAB_RUNTIME)
-	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(COLAB_LOG) $$($(PY) tools/colab_runtime.py python $(COLAB_RUNTIME)) \
+	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(COLAB_LOG) PYDEVD_DISABLE_FILE_VALIDATION=1 $$($(PY) tools/colab_runtime.py python $(COLAB_RUNTIME)) \
 	  -m pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
 	  -p no:cacheprovider notebooks; rc=$$?; $(PY) tools/claim_margins.py $(COLAB_LOG); exit $$rc
 
