@@ -8,20 +8,30 @@ hardware card, every recorded result and pass/fail per notebook.  README.md's "V
 table is generated from those records (:func:`readme_table`, :func:`update_readme`), so only
 what was really run appears there.
 
-Owns the verification records and the README table.  Lives elsewhere: executing notebooks for
-a build folder in :mod:`accelkit.runner`; which notebooks there are and what each requires in
-:mod:`accelkit.course`; recording and gathering results in :mod:`accelkit.report`.
+Where no record from other hardware holds a result, ``verified/quoted.toml`` may: figures
+published by others (datasheets, vendor posts, papers, public measurement tables), each with
+its hardware, source and date, checked by :func:`load_quotes`.  :func:`reference_lines` prints
+our records first, then those figures marked "quoted, not measured by this course", and where
+there is neither, how to add a machine.
+
+Owns the verification records, the quoted figures and the README table.  Lives elsewhere:
+executing notebooks for a build folder in :mod:`accelkit.runner`; which notebooks there are and
+what each requires in :mod:`accelkit.course`; recording and gathering results in
+:mod:`accelkit.report`.
 """
 
 from __future__ import annotations
 
+import ast
 import datetime
 import json
+import math
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +235,36 @@ def update_readme(readme: str | os.PathLike[str] = "README.md",
 
 #: Where the records live in a checkout (``verified/`` beside ``accelkit/``).
 RECORDS = Path(__file__).resolve().parents[1] / "verified"
+#: The published reference figures' file name, inside the records' folder (:func:`load_quotes`).
+QUOTED = "quoted.toml"
+#: How a quoted figure relates to the key's quantity: the same one, or a close one.
+MATCHES = ("same", "close")
+#: Every field a quoted figure must have, with its type.
+QUOTE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "key": str, "hardware": str, "value": (int, float), "unit": str, "match": str,
+    "measured": str, "source": str, "date": str}
+_DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+#: A line of IPython syntax (``%pip ...``, ``!git ...``), replaced by ``pass`` before parsing.
+_MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
+_RECORD_KEY = re.compile(r"""record\(\s*["']([a-z0-9_.]+)["']""")
+
+
+def records_folder(folder: str | os.PathLike[str] | None = None) -> Path | None:
+    """Return the folder of verification records and quoted figures, or ``None`` when there is none.
+
+    Args:
+        folder: an explicit folder (returned as it is, existing or not); ``None`` looks for
+            :data:`RECORDS` (a checkout), then for ``../verified`` when the working directory
+            is a checkout's ``notebooks/`` folder: the Colab bootstrap installs accelkit from
+            its clone (so :data:`RECORDS` is missing) and moves into ``<clone>/notebooks``.
+    """
+    if folder is not None:
+        return Path(folder)
+    if RECORDS.is_dir():
+        return RECORDS
+    here = Path.cwd()
+    beside = here.parent / "verified"
+    return beside if here.name == "notebooks" and beside.is_dir() else None
 
 
 def references(key: str, folder: str | os.PathLike[str] | None = None,
@@ -233,8 +273,8 @@ def references(key: str, folder: str | os.PathLike[str] | None = None,
 
     Args:
         key: a result key, e.g. ``"async.torch_naive_over_synced"``.
-        folder: the records' folder; default :data:`RECORDS` (absent in a pip install, which
-            then has no references).
+        folder: the records' folder; default :func:`records_folder` (none in a pip install
+            outside a checkout, which then has no references).
         exclude_class: a hardware class to leave out (usually this machine's own).
 
     Returns:
@@ -246,8 +286,8 @@ def references(key: str, folder: str | os.PathLike[str] | None = None,
         ValueError: a record file that cannot be read or is not a verification record (see
             :func:`load_record`).
     """
-    path = Path(folder) if folder is not None else RECORDS
-    if not path.is_dir():
+    path = records_folder(folder)
+    if path is None or not path.is_dir():
         return []
     out = []
     for rec in load_records(path):
@@ -260,22 +300,196 @@ def references(key: str, folder: str | os.PathLike[str] | None = None,
     return out
 
 
+def _toml_loads(text: str) -> dict[str, Any]:
+    """Parse TOML with tomllib (Python 3.11+) or tomli; ImportError says what to install."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise ImportError("reading quoted figures needs Python 3.11+ or `pip install tomli`") from None
+    return tomllib.loads(text)
+
+
+def _check_quote(i: int, q: Any, path: Path, keys: Mapping[str, str | None] | None) -> dict[str, Any]:
+    """Validate quote number ``i`` of ``path``; return it as a plain dict (ValueError otherwise)."""
+    where = f"{path}: quote {i + 1}"
+    if not isinstance(q, dict):
+        raise ValueError(f"{where}: not a table")
+    where += f" ({q.get('key', '?')})"
+    missing = [f for f in QUOTE_FIELDS if f not in q]
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(missing)}")
+    extra = sorted(set(q) - set(QUOTE_FIELDS))
+    if extra:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(extra)} (allowed: {', '.join(QUOTE_FIELDS)})")
+    for field, kind in QUOTE_FIELDS.items():
+        value = q[field]
+        empty = isinstance(value, str) and not value.strip()
+        if not isinstance(value, kind) or isinstance(value, bool) or empty:
+            what = "number" if field == "value" else "non-empty string"
+            raise ValueError(f"{where}: {field} must be a {what}, got {value!r}")
+    if not math.isfinite(q["value"]):
+        raise ValueError(f"{where}: value must be finite, got {q['value']!r}")
+    if q["match"] not in MATCHES:
+        raise ValueError(f"{where}: match must be one of {MATCHES}, got {q['match']!r}")
+    if not _DATE.match(q["date"]) or not _valid_date(q["date"]):
+        raise ValueError(f"{where}: date must be YYYY-MM-DD, YYYY-MM or YYYY, got {q['date']!r}")
+    if keys is not None:
+        if q["key"] not in keys:
+            raise ValueError(f"{where}: no notebook records the key {q['key']!r} "
+                             "(ak.report.record in notebooks/*.ipynb)")
+        unit = keys[q["key"]]
+        if q["match"] == "same" and unit is not None and unit != q["unit"]:
+            raise ValueError(f"{where}: unit {q['unit']!r}, but the notebooks record {q['key']} "
+                             f"in {unit!r}")
+    return dict(q)
+
+
+def _valid_date(text: str) -> bool:
+    """Whether a YYYY[-MM[-DD]] string names a real date (no month 13, no 30 February)."""
+    parts = [int(p) for p in text.split("-")]
+    try:
+        datetime.date(parts[0], *(parts[1:] + [1] * (3 - len(parts))))
+    except ValueError:
+        return False
+    return True
+
+
+def load_quotes(path: str | os.PathLike[str] | None = None,
+                keys: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
+    """Read and check the published reference figures (``verified/quoted.toml``).
+
+    Each figure was measured by someone else and read in its source; none was measured by this
+    course.  The file's header says what each field means.
+
+    Args:
+        path: the file; default :data:`QUOTED` in :func:`records_folder` (none there: ``[]``).
+        keys: the result keys the notebooks record, ``{key: unit or None}``
+            (:func:`notebook_result_keys`); when given, a figure for another key, or a
+            ``match = "same"`` figure in another unit, is an error.
+
+    Returns:
+        One dict per ``[[quote]]``, in file order: ``key``, ``hardware``, ``value`` (a number),
+        ``unit``, ``match`` (``"same"`` or ``"close"``), ``measured``, ``source``, ``date``
+        (``YYYY[-MM[-DD]]``).
+
+    Raises:
+        ValueError: naming the file and the figure: not TOML, no ``quote`` list, a field
+            missing, unknown, empty or of the wrong type, a value that is not finite, a match
+            other than :data:`MATCHES`, a malformed date, an unknown key or unit (with ``keys``).
+        ImportError: on Python 3.10 without ``tomli`` (saying so).
+    """
+    if path is None:
+        folder = records_folder()
+        if folder is None or not (folder / QUOTED).is_file():
+            return []
+        path = folder / QUOTED
+    path = Path(path)
+    try:
+        data = _toml_loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the quoted figures ({exc})") from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise ValueError(f"{path}: not TOML ({exc})") from None
+    quotes = data.get("quote")
+    if not isinstance(quotes, list) or set(data) - {"quote"}:
+        raise ValueError(f"{path}: expected only [[quote]] tables, got {sorted(data)}")
+    return [_check_quote(i, q, path, keys) for i, q in enumerate(quotes)]
+
+
+def quotes(key: str, path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """Return the published reference figures for ``key`` (:func:`load_quotes`), in file order.
+
+    Raises:
+        ValueError, ImportError: as :func:`load_quotes`.
+    """
+    return [q for q in load_quotes(path) if q["key"] == key]
+
+
+def notebook_result_keys(notebooks: str | os.PathLike[str] = "notebooks") -> dict[str, str | None]:
+    """Return every result key the notebooks record, ``{key: unit}`` (``None``: not a literal).
+
+    Reads the code cells of ``NN_*.ipynb`` for ``ak.report.record("key", value, "unit")``.
+
+    Raises:
+        FileNotFoundError: when there are no notebooks (:func:`accelkit.course.find_notebooks`).
+    """
+    keys: dict[str, str | None] = {}
+    for path in course.find_notebooks(notebooks):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "code":
+                keys.update(_recorded_in("".join(cell["source"])))
+    return keys
+
+
+def _recorded_in(code: str) -> dict[str, str | None]:
+    """The ``record("key", value, "unit")`` calls in one code cell, ``{key: unit or None}``."""
+    try:
+        tree = ast.parse(_MAGIC.sub(r"\1pass", code))
+    except SyntaxError:  # not Python after all: the keys alone
+        return dict.fromkeys(_RECORD_KEY.findall(code))
+    found: dict[str, str | None] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        key = node.args[0]
+        if name != "record" or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            continue
+        given = node.args[2:3] + [k.value for k in node.keywords if k.arg == "unit"]
+        unit = given[0] if given else None
+        value = unit.value if isinstance(unit, ast.Constant) else None
+        found[key.value] = value if isinstance(value, str) else None
+    return found
+
+
+#: What ``reference_lines`` says where neither a record nor a quoted figure holds a key.
+ONLY_HERE = ("{key}: measured on this machine only so far; to add another machine, run "
+             "`make verify` there and hand in the verified/<class>.json it writes "
+             "(README, 'Add a machine to the course')")
+
+
 def reference_lines(key: str, exclude_class: str | None = None,
                     folder: str | os.PathLike[str] | None = None) -> list[str]:
-    """Return printable lines "on <class> (<date>, <profile> profile): <value>" for ``key``.
+    """Return printable lines for ``key`` from other hardware: our records, then quoted figures.
 
-    A single line saying that no other verified record holds ``key`` when there is none, so a
-    notebook can always print the result of looking, never a typed-in number. Arguments and
-    errors as in :func:`references`.
+    First one line per verification record of another class, "KEY on CLASS (DATE, PROFILE
+    profile): VALUE" (measured by ``make verify``); then one line per published figure in
+    ``quoted.toml`` (:func:`quotes`), "KEY on HARDWARE: VALUE, quoted, not measured by this
+    course[, a close quantity]: WHAT (source: SOURCE, DATE)".  Where there is neither, one
+    line saying that this machine is the only one so far and how to add another
+    (:data:`ONLY_HERE`), so a notebook can always print the result of looking, never a
+    typed-in number.
+
+    Args:
+        key: a result key.
+        exclude_class: a hardware class whose record is left out (usually this machine's own;
+            quoted figures are always shown).
+        folder: the folder holding the records and ``quoted.toml``; default
+            :func:`records_folder`.
+
+    Raises:
+        ValueError: a record (:func:`load_record`) or ``quoted.toml`` (:func:`load_quotes`)
+            that cannot be read or is malformed.
     """
-    refs = references(key, folder, exclude_class)
-    if not refs:
-        return [f"{key}: no verified record from other hardware holds this result yet "
-                "(`make verify` on a GPU writes one into verified/)"]
-    return [f"{key} on {r['class']}{' (emulated)' if r['emulated'] else ''} "
-            f"({r['date']}, {r['profile']} profile): {report.format_value(r['value'], r['unit'])}"
-            for r in refs]
+    lines = [f"{key} on {r['class']}{' (emulated)' if r['emulated'] else ''} "
+             f"({r['date']}, {r['profile']} profile): {report.format_value(r['value'], r['unit'])}"
+             for r in references(key, folder, exclude_class)]
+    base = records_folder(folder)
+    try:
+        quoted = quotes(key, base / QUOTED) if base is not None and (base / QUOTED).is_file() else []
+    except ImportError as exc:  # Python 3.10 without tomli: say so rather than fail the cell
+        quoted, lines = [], [*lines, f"{key}: published figures not shown ({exc})"]
+    for q in quoted:
+        close = ", a close quantity" if q["match"] == "close" else ""
+        lines.append(f"{key} on {q['hardware']}: {report.format_value(q['value'], q['unit'])}, "
+                     f"quoted, not measured by this course{close}: {q['measured']} "
+                     f"(source: {q['source']}, {q['date']})")
+    return lines or [ONLY_HERE.format(key=key)]
 
 
-__all__ = ["FORMAT", "RECORDS", "is_real", "load_record", "load_records", "readme_table", "reference_lines",
-           "references", "update_readme", "verify"]
+__all__ = ["FORMAT", "MATCHES", "ONLY_HERE", "QUOTED", "QUOTE_FIELDS", "RECORDS", "is_real", "load_quotes",
+           "load_record", "load_records", "notebook_result_keys", "quotes", "readme_table",
+           "records_folder", "reference_lines", "references", "update_readme", "verify"]

@@ -1,6 +1,7 @@
 """make verify: records per hardware class and the README table generated from them."""
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -95,5 +96,142 @@ def test_references_name_the_class_and_date_and_skip_this_machine(tmp_path):
     assert [(r["class"], r["date"], r["value"]) for r in refs] == [("h100", "2026-11-30", 4.2)]
     lines = verify.reference_lines("fusion.compile_speedup", "cpu-avx2", tmp_path)
     assert lines == ["fusion.compile_speedup on h100 (2026-11-30, ci profile): 4.2x"]
-    assert "no verified record" in verify.reference_lines("no.such_key", None, tmp_path)[0]
     assert verify.references("fusion.compile_speedup", tmp_path / "absent") == []
+
+
+# ----------------------------------------------------------------- quoted reference figures
+_QUOTE = {"key": "fusion.compile_speedup", "hardware": "1x Some GPU", "value": 2.4, "unit": "x",
+          "match": "same", "measured": "a 3-op chain, eager vs compiled", "source": "https://example.org/a",
+          "date": "2026-08-09"}
+
+
+def _toml(quotes):
+    """A quoted.toml with these [[quote]] tables (strings and numbers only)."""
+    out = []
+    for q in quotes:
+        out.append("[[quote]]")
+        out += [f"{k} = {json.dumps(v)}" for k, v in q.items()]
+    return "\n".join(out) + "\n"
+
+
+def test_quoted_figures_follow_our_records_and_are_labelled(tmp_path):
+    (tmp_path / "h100.json").write_text(json.dumps(_record(**{"class": "h100"})))
+    close = dict(_QUOTE, hardware="1x Other GPU", value=0.98, match="close",
+                 measured="a whole model, not the chain", source="https://example.org/b", date="2019-12")
+    other = dict(_QUOTE, key="ddp.scaling_efficiency", unit="fraction", value=0.9)
+    (tmp_path / verify.QUOTED).write_text(_toml([_QUOTE, other, close]))
+    lines = verify.reference_lines("fusion.compile_speedup", "cpu-avx2", tmp_path)
+    assert lines == [
+        "fusion.compile_speedup on h100 (2026-12-01, ci profile): 4.2x",
+        "fusion.compile_speedup on 1x Some GPU: 2.4x, quoted, not measured by this course: "
+        "a 3-op chain, eager vs compiled (source: https://example.org/a, 2026-08-09)",
+        "fusion.compile_speedup on 1x Other GPU: 0.98x, quoted, not measured by this course, "
+        "a close quantity: a whole model, not the chain (source: https://example.org/b, 2019-12)"]
+    # this machine's own record is left out, the quoted figures are not
+    assert len(verify.reference_lines("fusion.compile_speedup", "h100", tmp_path)) == 2
+    assert [q["value"] for q in verify.quotes("ddp.scaling_efficiency", tmp_path / verify.QUOTED)] == [0.9]
+
+
+def test_a_key_with_neither_gets_the_constructive_line(tmp_path):
+    (tmp_path / verify.QUOTED).write_text(_toml([_QUOTE]))
+    for folder in (tmp_path, tmp_path / "absent"):
+        lines = verify.reference_lines("no.such_key", None, folder)
+        assert lines == [verify.ONLY_HERE.format(key="no.such_key")]
+        assert "make verify" in lines[0] and "no verified record" not in lines[0]
+
+
+def test_quoted_figures_need_toml_and_say_so(tmp_path, monkeypatch):
+    (tmp_path / verify.QUOTED).write_text(_toml([_QUOTE]))
+
+    def no_toml(text):
+        raise ImportError("reading quoted figures needs Python 3.11+ or `pip install tomli`")
+
+    monkeypatch.setattr(verify, "_toml_loads", no_toml)
+    lines = verify.reference_lines("fusion.compile_speedup", None, tmp_path)
+    assert lines == ["fusion.compile_speedup: published figures not shown (reading quoted figures "
+                     "needs Python 3.11+ or `pip install tomli`)"]
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"source": None}, "missing source"),
+    ({"date": None}, "missing date"),
+    ({"value": None}, "missing value"),
+    ({"unit": None}, "missing unit"),
+    ({"source": "  "}, "source must be a non-empty string"),
+    ({"value": "2.4"}, "value must be a number"),
+    ({"value": True}, "value must be a number"),
+    ({"match": "similar"}, "match must be one of"),
+    ({"date": "2024-13"}, "date must be"),
+    ({"date": "2023-02-30"}, "date must be"),
+    ({"date": "August 2024"}, "date must be"),
+    ({"seen": "yesterday"}, "unknown field"),
+    ({"key": "fusion.no_such_key"}, "no notebook records the key 'fusion.no_such_key'"),
+    ({"unit": "GB/s"}, "unit 'GB/s', but the notebooks record fusion.compile_speedup in 'x'"),
+])
+def test_load_quotes_rejects_a_bad_figure(tmp_path, change, error):
+    quote = {k: v for k, v in dict(_QUOTE, **change).items() if v is not None}
+    path = tmp_path / verify.QUOTED
+    path.write_text(_toml([_QUOTE, quote]))
+    keys = {"fusion.compile_speedup": "x", "ddp.scaling_efficiency": "fraction"}
+    with pytest.raises(ValueError, match=f"quoted.toml: quote 2 .*{re.escape(error)}"):
+        verify.load_quotes(path, keys)
+
+
+def test_load_quotes_rejects_bad_files_and_allows_close_units(tmp_path):
+    path = tmp_path / verify.QUOTED
+    path.write_text(_toml([dict(_QUOTE, value=float("nan"))]).replace("NaN", "nan"))
+    with pytest.raises(ValueError, match="value must be finite"):
+        verify.load_quotes(path)
+    path.write_text("[[quote]\nkey = 1")
+    with pytest.raises(ValueError, match="quoted.toml: not TOML"):
+        verify.load_quotes(path)
+    path.write_text('title = "figures"\n' + _toml([_QUOTE]))
+    with pytest.raises(ValueError, match=r"expected only \[\[quote\]\] tables"):
+        verify.load_quotes(path)
+    with pytest.raises(ValueError, match="cannot read"):
+        verify.load_quotes(tmp_path / "none.toml")
+    # a close quantity may come in another unit; without keys, any key is accepted
+    path.write_text(_toml([dict(_QUOTE, match="close", unit="ms"), dict(_QUOTE, key="x.y")]))
+    assert [q["unit"] for q in verify.load_quotes(path)] == ["ms", "x"]
+
+
+def test_the_course_quotes_are_valid_for_the_keys_the_notebooks_record():
+    """Every figure in verified/quoted.toml names a recorded key, its source and its date."""
+    keys = verify.notebook_result_keys(ROOT / "notebooks")
+    quotes = verify.load_quotes(ROOT / "verified" / verify.QUOTED, keys)
+    assert quotes, "verified/quoted.toml holds no figures"
+    for q in quotes:
+        assert q["source"].startswith("https://"), q
+        pinned = re.search(r"/(blob/[0-9a-f]{40}|pull|issues)/", q["source"])
+        assert "github.com" not in q["source"] or pinned, f"pin repository files to a commit: {q['source']}"
+    printed = set()  # the keys notebooks print reference_lines for
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        code = "\n".join("".join(c["source"]) for c in nbformat.read(path, as_version=4).cells
+                         if c.cell_type == "code")
+        printed |= set(re.findall(r"reference_lines\(\s*\"([a-z0-9_.]+)\"", code))
+    assert printed and printed <= set(keys), printed - set(keys)
+    lines = [line for key in sorted(printed) for line in verify.reference_lines(key, "no-such-class")]
+    assert not any("no verified record" in line for line in lines)
+
+
+def test_notebook_result_keys_reads_keys_and_literal_units(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('x = ak.report.record("a.speedup", f(1, "s"), "x")\n'
+                                          "ak.report.record('b.gbps', bw,\n                 'GB/s')\n"
+                                          'ak.report.record("c.count", n)\nak.report.record("d.s", t, "s")'),
+                nbformat.v4.new_markdown_cell('ak.report.record("e.not_code", 1, "x")')]
+    nbformat.write(nb, tmp_path / "00_a.ipynb")
+    assert verify.notebook_result_keys(tmp_path) == {"a.speedup": "x", "b.gbps": "GB/s", "c.count": None,
+                                                     "d.s": "s"}
+
+
+def test_records_folder_finds_a_clone_from_its_notebooks_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(verify, "RECORDS", tmp_path / "site-packages" / "verified")  # a pip install
+    (tmp_path / "clone" / "verified").mkdir(parents=True)
+    (tmp_path / "clone" / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "clone" / "notebooks")
+    assert verify.records_folder() == tmp_path / "clone" / "verified"
+    monkeypatch.chdir(tmp_path / "clone")
+    assert verify.records_folder() is None
+    assert verify.records_folder(tmp_path / "x") == tmp_path / "x"
+    assert verify.reference_lines("a.b") == [verify.ONLY_HERE.format(key="a.b")]
