@@ -4,15 +4,25 @@
 returns the speedup, which is what the notebooks' asserts check (a ratio of two
 measurements taken side by side is stable on a noisy shared CPU; an absolute time is not).
 
+A claim given to ``compare`` (``at_least=``/``at_most=``) is decided *sequentially* with an
+error rate that holds: at most ``looks`` looks (default 4), one after each batch of ``pairs``
+pairs, each look's interval at the error the plan may spend there (Pocock-type alpha
+spending, Lan & DeMets 1983), so that "holds" is said of a speedup exactly at its floor in at
+most 2.5 % of comparisons however many looks were taken
+(:class:`accelkit.stats.SequentialPlan`, :func:`accelkit.stats.decide_sequentially`;
+``tests/test_bench.py`` checks it on 10,000 simulated comparisons).
+
 GPU kernels run asynchronously: ``torch.utils.benchmark.Timer`` synchronises CUDA itself,
 and for other devices (MPS, XLA) this module wraps the callable so the clock stops only when
 the result exists (``device=``).
 
 Owns: :class:`Timing`, :class:`Comparison` (its verdicts re-exported from ``stats``),
-``measure``, ``compare``, ``time_once``, ``fit_size``, ``table``, ``format_time``.
-Lives elsewhere: the statistics and the verdict rule (:mod:`accelkit.stats`), timing
-TensorFlow callables (:mod:`accelkit.tf_bench`), asserting a verdict in a notebook
-(:func:`accelkit.checks.assert_speedup`), device synchronisation (:mod:`accelkit.device`).
+``measure``, ``compare`` (and its default :data:`LOOKS`), ``time_once``, ``fit_size``,
+``table``, ``format_time``.
+Lives elsewhere: the statistics, the verdict rule and the sequential plan
+(:mod:`accelkit.stats`), timing TensorFlow callables (:mod:`accelkit.tf_bench`), asserting a
+verdict in a notebook (:func:`accelkit.checks.assert_speedup`), device synchronisation
+(:mod:`accelkit.device`).
 """
 
 from __future__ import annotations
@@ -27,7 +37,16 @@ from typing import Any
 
 from accelkit.stats import HOLDS as HOLDS  # Comparison.verdict's verdicts, named here too
 from accelkit.stats import REFUTED as REFUTED
-from accelkit.stats import UNDECIDED, decide, iqr, median_interval, relative_iqr
+from accelkit.stats import UNDECIDED as UNDECIDED
+from accelkit.stats import (
+    SequentialPlan,
+    decide,
+    decide_sequentially,
+    iqr,
+    level_interval,
+    median_interval,
+    relative_iqr,
+)
 
 
 @dataclass(frozen=True)
@@ -101,9 +120,14 @@ class Comparison:
         baseline: the reference timing (one sample per pair).
         candidate: the changed version's timing (one sample per pair).
         ratios: one speed ratio per pair, > 1 where the candidate was faster.
-        confidence: the coverage of :attr:`interval`.
+        confidence: the coverage of :attr:`interval`; for a claim decided while measuring,
+            the coverage of all its looks' intervals together (a repeated confidence
+            interval: the one shown is the last look's).
         extra: free-form notes (``"extra_s"`` spent on further batches, ``"claim"`` checked
-            while measuring).
+            while measuring, ``"looks"``: the pairs in all at each look).
+        level: for a claim decided while measuring, the coverage of the last look's own
+            interval (:meth:`accelkit.stats.SequentialPlan.level`, above ``confidence``:
+            each look spends part of the error); None for one look at ``confidence``.
     """
 
     baseline: Timing
@@ -111,6 +135,7 @@ class Comparison:
     ratios: tuple[float, ...] = ()
     confidence: float = 0.95
     extra: dict[str, Any] = field(default_factory=dict)
+    level: float | None = None
 
     def __post_init__(self) -> None:
         if not self.ratios:  # built from two timings: pair their samples in order
@@ -124,8 +149,15 @@ class Comparison:
 
     @property
     def interval(self) -> tuple[float, float]:
-        """The :func:`median_interval` of the ratios at :attr:`confidence`."""
-        return median_interval(self.ratios, self.confidence)
+        """The interval of the median ratio the verdicts are decided from.
+
+        The :func:`~accelkit.stats.median_interval` of the ratios at :attr:`confidence`; for a
+        claim decided while measuring, the last look's :func:`~accelkit.stats.level_interval`
+        at :attr:`level` (``(-inf, inf)`` where that look had too few pairs to say anything).
+        """
+        if self.level is None:
+            return median_interval(self.ratios, self.confidence)
+        return level_interval(self.ratios, self.level)
 
     @property
     def noise(self) -> float:
@@ -162,10 +194,12 @@ class Comparison:
         return f"no clear difference between {c} and {b} here: {self.speedup:.2f}x {band}"
 
     def summary(self) -> str:
-        """One line: the median speedup, its interval, the pairs and the noise."""
+        """One line: the median speedup, its interval, the pairs (and looks) and the noise."""
         low, high = self.interval
+        looks = len(self.extra.get("looks", ()))
+        pairs = f"{len(self.ratios)} pairs" + (f" in {looks} looks" if looks > 1 else "")
         return (f"speedup {self.speedup:.2f}x ({self.confidence:.0%} interval {low:.2f}x-"
-                f"{high:.2f}x, {len(self.ratios)} pairs, noise ±{self.noise / 2:.0%})")
+                f"{high:.2f}x, {pairs}, noise ±{self.noise / 2:.0%})")
 
     def __str__(self) -> str:
         return f"{self.baseline}\n{self.candidate}\n{self.summary()}"
@@ -374,6 +408,9 @@ def fit_size(make: Callable[[int], Callable[[], Any]], n: int, *, max_call_s: fl
 #: than (min, max); see :func:`median_interval`).
 MIN_PAIRS = 6
 
+#: The most looks a claim decided while measuring takes, by default (:func:`compare`).
+LOOKS = 4
+
 
 def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
             labels: Sequence[str] = ("baseline", "candidate"), flops: float | None = None,
@@ -381,7 +418,7 @@ def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
             device: Any = None, threads: int | None = None, min_run_time: float = 0.4,
             pairs: int = 12, warmup: int = 2, at_least: float | None = None,
             at_most: float | None = None, budget_s: float | None = None,
-            confidence: float = 0.95) -> Comparison:
+            confidence: float = 0.95, looks: int = LOOKS) -> Comparison:
     """Time two callables in interleaved pairs and return both and the per-pair speedups.
 
     Each pair times a sample of A and a sample of B back to back (in alternating order,
@@ -389,10 +426,20 @@ def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
     on ``torch.utils.benchmark.Timer`` (which synchronises CUDA).  The speedup is the median
     of the per-pair ratios with a distribution-free interval (:func:`median_interval`).
 
-    With a claim (``at_least`` and/or ``at_most``) the measurement is *sequential*: while the
-    interval straddles the claim's bound, more pairs are timed, until the claim is decided
-    or ``budget_s`` is spent.  :func:`accelkit.checks.assert_speedup` then fails with "does
-    not hold here" or "too noisy to decide", never on a single unlucky attempt.
+    With a claim (``at_least`` and/or ``at_most``) the measurement is *sequential*, under a
+    plan fixed before the first pair (:class:`accelkit.stats.SequentialPlan`): at most
+    ``looks`` looks, one after each batch of ``pairs`` pairs.  Look ``j`` takes the
+    order-statistic interval at the level the Pocock-type spending function allows it
+    (the first of four looks at 98.2 %, the second at 98.7 %, ...; the last spends what is
+    left); the claim stops at the first look whose interval lies on one side of its bound,
+    and after the last look, or the look during which ``budget_s`` ran out, it is decided as
+    that look's interval says (Lan & DeMets, Biometrika 70 (1983) 659-663; Jennison &
+    Turnbull, *Group Sequential Methods*, 2000, ch. 9).  The error rate holds over all the
+    looks: with the true speedup exactly at a floor, "holds" comes out in at most
+    ``(1 - confidence) / 2`` of comparisons (2.5 %), as "does not hold here" does; timing a
+    95 % interval after every batch until it decides, the old rule, said "holds" far more
+    often.  :func:`accelkit.checks.assert_speedup` then fails with "does not hold here" or
+    "too noisy to decide", never on a single unlucky attempt.
 
     Args:
         baseline: the reference callable.
@@ -404,23 +451,28 @@ def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
         device, threads, warmup: as in :func:`measure`.
         min_run_time: seconds spent timing *each* callable in the first ``pairs`` pairs.
         pairs: pairs in the first batch (and in each further batch), >= 6 for a 95 %
-            interval narrower than (min, max).
+            interval narrower than (min, max); with a claim, >= 8 lets the first look decide.
         at_least, at_most: the claim to decide while measuring (see :meth:`Comparison.verdict`).
         budget_s: the most wall seconds for further batches; default ``4 * 2 * min_run_time``.
-            On a machine so slow that the first batch overruns ``4 * min_run_time``, the batch
-            stops after :data:`MIN_PAIRS` pairs: a comparison ends in bounded time, and a claim
-            it cannot decide fails as "too noisy to decide".
-        confidence: the coverage of the interval.
+            It cuts the looks short, never adds any: the look during which it runs out is
+            the last.  On a machine so slow that the first batch overruns
+            ``4 * min_run_time``, the batch stops after :data:`MIN_PAIRS` pairs: a comparison
+            ends in bounded time, and a claim it cannot decide fails as "too noisy to decide".
+        confidence: the coverage of the interval (with a claim: of all looks together).
+        looks: with a claim, the most looks (>= 1; 1: one look at ``confidence``, no more
+            pairs); the most pairs timed are ``looks * pairs``.
 
     Returns:
         A :class:`Comparison`; ``.speedup`` > 1 means ``candidate`` is faster.
 
     Raises:
-        ValueError: for ``pairs < 2`` and as :func:`measure`.
+        ValueError: for ``pairs < 2``, ``looks < 1``, a confidence outside (0, 1) and as
+            :func:`measure`.
 
     Example: ``c = compare(lambda: a @ b, lambda: a16 @ b16, at_least=1.2); print(c)``
     """
     _check(min_run_time, warmup, pairs)
+    plan = SequentialPlan(pairs, looks, confidence)  # declared before the first pair
     n_threads = _threads(threads)
     fns = [_wrap_sync(baseline, device), _wrap_sync(candidate, device)]
     numbers = _warm_and_calibrate(fns, warmup, min_run_time / pairs, n_threads)
@@ -434,7 +486,7 @@ def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
         return _pairs(fns, numbers, pairs, done, n_threads, stop_at=stop_at)
 
     budget = 8 * min_run_time if budget_s is None else budget_s
-    return _until_decided(build, got, more, at_least, at_most, budget)
+    return _until_decided(build, got, more, at_least, at_most, budget, plan)
 
 
 def _warm_and_calibrate(fns: Sequence[Callable[[], Any]], warmup: int, sample_s: float,
@@ -480,32 +532,46 @@ def _pairs(fns: Sequence[Callable[[], Any]], numbers: Sequence[int], count: int,
     return out
 
 
-def _until_decided(build: Callable[[list[tuple[float, float]]], Comparison],
+def _until_decided(build: Callable[[list[tuple[float, float]], float | None], Comparison],
                    got: list[tuple[float, float]],
                    more: Callable[[int, float], list[tuple[float, float]]],
-                   at_least: float | None, at_most: float | None, budget_s: float) -> Comparison:
-    """Return ``build(got)`` after timing further batches (``more(pairs_done, stop_at)``)
-    while the claim ``at_least``/``at_most`` is undecided and ``budget_s`` lasts; with no
-    claim, none.  Notes ``extra["extra_s"]`` (seconds spent here) and ``extra["claim"]``.
+                   at_least: float | None, at_most: float | None, budget_s: float,
+                   plan: SequentialPlan) -> Comparison:
+    """Decide the claim ``at_least``/``at_most`` under ``plan``, timing further batches.
+
+    Runs :func:`accelkit.stats.decide_sequentially` on the pairs' ratios: ``got`` is the
+    first batch, ``more(pairs_done, stop_at)`` times the next (cut at ``stop_at``, the end of
+    ``budget_s`` seconds from now).  With no claim, returns ``build(got, None)`` (one look at
+    the plain interval).  Notes ``extra["extra_s"]`` (seconds spent here), ``extra["claim"]``
+    and ``extra["looks"]`` (pairs in all at each look).
     """
-    claim = at_least is not None or at_most is not None
     start = time.perf_counter()
-    result = build(got)
-    while claim and result.verdict(at_least, at_most) == UNDECIDED \
-            and time.perf_counter() - start < budget_s:
-        got = got + more(len(got), start + budget_s)
-        result = build(got)
+    if at_least is None and at_most is None:
+        result = build(got, None)
+        result.extra["extra_s"] = time.perf_counter() - start
+        return result
+    timed = list(got)
+
+    def more_ratios(rows: Any, done: int) -> list[list[float]]:
+        new = more(done, start + budget_s)
+        timed.extend(new)
+        return [[b / c for b, c in new]]
+
+    decision = decide_sequentially([[b / c for b, c in got]], more_ratios, plan, at_least,
+                                   at_most, lambda: time.perf_counter() - start >= budget_s)
+    result = build(timed, float(decision.levels[0]))
     result.extra["extra_s"] = time.perf_counter() - start
-    if claim:
-        result.extra["claim"] = {"at_least": at_least, "at_most": at_most}
+    result.extra["claim"] = {"at_least": at_least, "at_most": at_most}
+    result.extra["looks"] = decision.sizes[:int(decision.looks[0])]
     return result
 
 
-def _comparison(got: list[tuple[float, float]], labels: Sequence[str], flops: float | None,
-                bytes_moved: float | Sequence[float | None] | None, samples: int | None,
-                threads: int, device: Any, confidence: float) -> Comparison:
-    """Build a :class:`Comparison` from ``(baseline_s, candidate_s)`` pairs."""
+def _comparison(got: list[tuple[float, float]], level: float | None, labels: Sequence[str],
+                flops: float | None, bytes_moved: float | Sequence[float | None] | None,
+                samples: int | None, threads: int, device: Any,
+                confidence: float) -> Comparison:
+    """Build a :class:`Comparison` from ``(baseline_s, candidate_s)`` pairs (see its ``level``)."""
     bm = bytes_moved if isinstance(bytes_moved, Sequence) else (bytes_moved, bytes_moved)
     made = [Timing(labels[i], tuple(p[i] for p in got), flops, bm[i], samples, threads,
                    "cpu" if device is None else str(device)) for i in range(2)]
-    return Comparison(made[0], made[1], tuple(a / b for a, b in got), confidence)
+    return Comparison(made[0], made[1], tuple(a / b for a, b in got), confidence, level=level)

@@ -122,9 +122,11 @@ def assert_speedup(comparison: Any, *, at_least: float | None, what: str, hardwa
     The claim holds when the whole confidence interval of the per-pair speedups
     (:class:`accelkit.bench.Comparison`) lies at or above ``at_least``.  It fails with
     "does not hold here" when the whole interval lies below, and with "too noisy to decide"
-    when the interval straddles the floor (measure with ``compare(..., at_least=floor)`` so
-    that more pairs are timed before giving up).  A single number is not accepted: one
-    median says nothing about the noise around it.
+    when the interval straddles the floor.  Measure with ``compare(..., at_least=floor)``:
+    then up to four batches of pairs are timed, each look's interval at its share of the
+    error (alpha spending, :class:`accelkit.stats.SequentialPlan`), so "holds" is said of a
+    speedup exactly at the floor in at most 2.5 % of runs however many looks it took.  A
+    single number is not accepted: one median says nothing about the noise around it.
 
     Args:
         comparison: from :func:`accelkit.bench.compare`.
@@ -188,7 +190,8 @@ def _log_claim(comparison: Any, what: str, hardware: str, at_least: float | None
         report.NOTEBOOK_ENV, ""), "at_least": at_least, "at_most": at_most,
         "speedup": comparison.speedup, "low": low, "high": high,
         "pairs": len(comparison.ratios), "noise": comparison.noise, "verdict": verdict,
-        "extra_s": comparison.extra.get("extra_s")}
+        "extra_s": comparison.extra.get("extra_s"),
+        "looks": len(comparison.extra.get("looks", ())) or 1, "level": comparison.level}
     try:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as fh:

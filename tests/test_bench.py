@@ -1,9 +1,12 @@
+import inspect
+import math
 import time
 
+import numpy as np
 import pytest
 import torch
 
-from accelkit import bench
+from accelkit import bench, stats
 
 
 def test_measure_reports_units():
@@ -81,9 +84,17 @@ def test_a_claim_keeps_measuring_until_decided_or_out_of_budget():
     c = bench.compare(base, noisy, pairs=6, warmup=0, min_run_time=0.02, at_least=1.0,
                       budget_s=0.3)
     assert len(c.ratios) > 6 and c.extra["claim"] == {"at_least": 1.0, "at_most": None}
-    decided = bench.compare(base, lambda: time.sleep(0.0002), pairs=6, warmup=0,
-                            min_run_time=0.02, at_least=1.5, budget_s=5)
-    assert decided.verdict(at_least=1.5) == bench.HOLDS and len(decided.ratios) == 6
+    assert len(c.extra["looks"]) <= bench.LOOKS and len(c.ratios) <= 6 * bench.LOOKS
+    # 8 pairs: the first of four looks (a 98.2 % interval: (min, max) of 8) can decide
+    decided = bench.compare(base, lambda: time.sleep(0.0002), pairs=8, warmup=0,
+                            min_run_time=0.1, at_least=1.5, budget_s=5)  # no deadline cut
+    assert decided.verdict(at_least=1.5) == bench.HOLDS and len(decided.ratios) == 8
+    assert decided.extra["looks"] == (8,) and decided.level == pytest.approx(0.982, abs=1e-3)
+    # 6 pairs: no order statistic reaches 98.2 %, so the first look cannot decide
+    later = bench.compare(base, lambda: time.sleep(0.0002), pairs=6, warmup=0,
+                          min_run_time=0.1, at_least=1.5, budget_s=5)
+    assert later.verdict(at_least=1.5) == bench.HOLDS and later.extra["looks"] == (6, 12)
+    assert "12 pairs in 2 looks" in later.summary()
 
 
 def test_threads_are_applied():
@@ -138,3 +149,109 @@ def test_a_slowed_machine_still_ends_in_bounded_time():
                       budget_s=0.2)
     assert bench.MIN_PAIRS <= len(c.ratios) < 20, len(c.ratios)
     assert c.verdict(at_least=2.0) == bench.REFUTED
+
+
+# ------------------------------------------------ the sequential rule's error rate, simulated
+# The CI machine's noise, from the repository's record: a Comparison prints "noise ±x %", half
+# the relative IQR of its per-pair ratios.  The 27 distinct comparisons in the notebooks' stored
+# outputs (one serial run, ci profile, 2-core CI CPUs) have median ±6 % and upper quartile ±10 %;
+# issue 25 names ±9 % (e.g. 03's XLA polynomial, 04's one-bucket DDP step, 06's autocast rung),
+# so the pairs here have a relative IQR of 0.18, in two shapes: log-normal, and Student's t
+# with 3 degrees of freedom in log space (heavier tails, like a machine with a slow mode: at
+# 1.3x the floor one pair in 18 falls below it, against one in 40 for the log-normal).
+NOISE_RIQR = 0.18
+T3_Q75 = 0.7648923284  # the 75th percentile of Student's t, 3 degrees of freedom
+N_SIM = 10_000
+FLOOR = 1.2
+
+
+def _default_plan() -> stats.SequentialPlan:
+    """The plan compare() makes for a claim with its default pairs, looks and confidence."""
+    p = inspect.signature(bench.compare).parameters
+    return stats.SequentialPlan(p["pairs"].default, p["looks"].default, p["confidence"].default)
+
+
+def _ratios(rng, median, shape, family):
+    """Per-pair speed ratios with the given median and a relative IQR of NOISE_RIQR."""
+    z, q = ((rng.standard_normal(shape), 0.6744897502) if family == "lognormal"
+            else (rng.standard_t(3, shape), T3_Q75))
+    return median * np.exp(z * math.asinh(NOISE_RIQR / 2) / q)  # exp(±x) spans 2 sinh(x)
+
+
+def _simulate(median, family, seed, plan=None, out_of_time=None):
+    """Decide N_SIM claims 'at least FLOOR' with stats.decide_sequentially, what compare runs."""
+    plan = plan or _default_plan()
+    rng = np.random.default_rng(seed)
+    return stats.decide_sequentially(
+        _ratios(rng, median, (N_SIM, plan.pairs), family),
+        lambda rows, done: _ratios(rng, median, (len(rows), plan.pairs), family),
+        plan, at_least=FLOOR, out_of_time=out_of_time)
+
+
+@pytest.mark.parametrize("family", ["lognormal", "t3"])
+def test_the_noise_model_has_the_recorded_spread(family):
+    r = _ratios(np.random.default_rng(1), 1.0, 200_000, family)
+    q1, q3 = np.percentile(r, [25, 75])
+    assert (q3 - q1) / np.median(r) == pytest.approx(NOISE_RIQR, abs=0.004)
+
+
+@pytest.mark.parametrize("family", ["lognormal", "t3"])
+def test_at_the_floor_holds_in_at_most_2_5_percent(family):
+    got = _simulate(FLOOR, family, seed=2)
+    assert (got.looks <= bench.LOOKS).all() and got.sizes[-1] <= _default_plan().max_pairs
+    assert np.mean(got.verdicts == bench.HOLDS) <= 0.025, np.mean(got.verdicts == bench.HOLDS)
+    assert np.mean(got.verdicts == bench.REFUTED) <= 0.025
+    assert len(got.sizes) == bench.LOOKS  # most comparisons at the floor use every look
+
+
+def test_at_the_floor_a_budget_that_ends_early_keeps_the_rate():
+    looks = iter(range(10**9))  # the clock: the budget runs out at the second look
+    got = _simulate(FLOOR, "lognormal", seed=3, out_of_time=lambda: next(looks) >= 1)
+    assert got.looks.max() == 2 and np.mean(got.verdicts == bench.HOLDS) <= 0.025
+
+
+@pytest.mark.parametrize("family", ["lognormal", "t3"])
+def test_at_1_3x_the_floor_it_decides_within_the_plan(family):
+    got = _simulate(1.3 * FLOOR, family, seed=4)
+    assert np.mean(got.verdicts == bench.HOLDS) >= 0.95, np.mean(got.verdicts == bench.HOLDS)
+    assert got.pairs.max() <= _default_plan().max_pairs and got.looks.max() <= bench.LOOKS
+
+
+def test_the_old_rule_fails_the_same_simulation(monkeypatch):
+    # a 95 % interval at every look, stopping at the first decisive one: what compare did before
+    monkeypatch.setattr(stats.SequentialPlan, "level",
+                        lambda self, sizes, final=False: self.confidence)
+    got = _simulate(FLOOR, "lognormal", seed=2)
+    assert np.mean(got.verdicts == bench.HOLDS) > 0.03, np.mean(got.verdicts == bench.HOLDS)
+
+
+def test_compare_decides_with_the_simulated_function():
+    # bench._until_decided (compare's loop, without the clock) on synthetic pair times gives
+    # the verdict, pairs and interval stats.decide_sequentially gives on the same ratios
+    plan = stats.SequentialPlan(8, looks=3)
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        ratios = _ratios(rng, 1.05 * FLOOR, plan.max_pairs, "t3")
+        pairs = [(float(r) * 1e-3, 1e-3) for r in ratios]  # (baseline_s, candidate_s)
+
+        def build(got, level):
+            return bench._comparison(got, level, ("b", "c"), None, None, None, 1, None, 0.95)
+
+        c = bench._until_decided(build, pairs[:8],
+                                 lambda done, stop_at, p=pairs: p[done:done + 8],
+                                 FLOOR, None, 1e9, plan)
+        ref = stats.decide_sequentially(ratios[:8],
+                                        lambda rows, done, r=ratios: r[done:done + 8],
+                                        plan, at_least=FLOOR)
+        assert c.verdict(at_least=FLOOR) == ref.verdicts[0]
+        assert len(c.ratios) == ref.pairs[0] and c.level == ref.levels[0]
+        assert c.extra["looks"] == ref.sizes[:ref.looks[0]]
+        assert c.interval == stats.level_interval(ratios[:ref.pairs[0]], ref.levels[0])
+
+
+def test_a_look_with_too_few_pairs_decides_nothing():
+    c = bench.Comparison(bench.Timing("b", (1.0,) * 6), bench.Timing("c", (0.5,) * 6),
+                         level=0.99)  # 6 pairs cannot give a 99 % interval
+    assert c.interval == (-math.inf, math.inf) and c.verdict(at_least=1.5) == bench.UNDECIDED
+    with pytest.raises(ValueError):
+        bench.compare(lambda: None, lambda: None, looks=0)

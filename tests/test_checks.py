@@ -72,6 +72,7 @@ def test_claims_log_and_margins_table(tmp_path, monkeypatch):
     lines = [json.loads(t) for t in log.read_text().splitlines()]
     assert [x["verdict"] for x in lines] == ["holds", "does not hold here"]
     assert lines[0]["pairs"] == 8 and lines[0]["low"] <= lines[0]["speedup"] <= lines[0]["high"]
+    assert lines[0]["looks"] == 1 and lines[0]["level"] is None  # one look at 95 %
     spec = importlib.util.spec_from_file_location(
         "claim_margins", Path(__file__).parents[1] / "tools" / "claim_margins.py")
     margins = importlib.util.module_from_spec(spec)
@@ -90,3 +91,18 @@ def test_an_unwritable_claims_log_warns_and_keeps_the_verdict(tmp_path, monkeypa
     fast = _cmp([2.0, 2.1, 1.9, 2.2, 2.0, 1.95, 2.05, 2.1])
     with pytest.warns(UserWarning, match="claim not logged"):
         assert checks.assert_speedup(fast, at_least=1.5, what="bf16") > 1.5
+
+
+def test_a_sequential_claim_is_asserted_from_its_last_looks_interval(tmp_path, monkeypatch):
+    import json
+
+    log = tmp_path / "claims.jsonl"
+    monkeypatch.setenv(checks.CLAIMS_LOG_ENV, str(log))
+    ratios = [2.0, 2.1, 1.9, 2.2, 2.0, 1.95, 2.05, 2.1] * 2  # 16 pairs: (v_(4), v_(13)) at 95 %
+    c = bench.Comparison(bench.Timing("a", tuple(ratios)), bench.Timing("b", (1.0,) * 16),
+                         level=0.9987, extra={"looks": (8, 16)})  # ...but (v_(2), v_(15)) here
+    assert c.interval == (1.9, 2.2)
+    with pytest.raises(AssertionError, match="too noisy.*16 pairs in 2 looks"):
+        checks.assert_speedup(c, at_least=1.92, what="seq")  # the 95 % one would start at 1.95
+    line = json.loads(log.read_text())
+    assert line["looks"] == 2 and line["level"] == 0.9987 and line["low"] == 1.9
