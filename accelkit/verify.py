@@ -380,6 +380,8 @@ def load_quotes(path: str | os.PathLike[str] | None = None,
             missing, unknown, empty or of the wrong type, a value that is not finite, a match
             other than :data:`MATCHES`, a malformed date, an unknown key or unit (with ``keys``).
         ImportError: on Python 3.10 without ``tomli`` (saying so).
+
+    Example: ``ak.verify.load_quotes(keys=ak.verify.notebook_result_keys("notebooks"))``
     """
     if path is None:
         folder = records_folder()
@@ -473,6 +475,8 @@ def reference_lines(key: str, exclude_class: str | None = None,
     Raises:
         ValueError: a record (:func:`load_record`) or ``quoted.toml`` (:func:`load_quotes`)
             that cannot be read or is malformed.
+
+    Example: ``print(*ak.verify.reference_lines("copy.pinned_speedup", HWC.name), sep="\n")``
     """
     lines = [f"{key} on {r['class']}{' (emulated)' if r['emulated'] else ''} "
              f"({r['date']}, {r['profile']} profile): {report.format_value(r['value'], r['unit'])}"
