@@ -13,7 +13,8 @@ embedding.  Two things are switchable at run time, because notebook 06 measures 
 Owns: :class:`GPTConfig`, :class:`GPT`, :func:`flops_per_token` (the MFU numerator),
 :func:`mfu`, :class:`Stepper` (one training configuration), :func:`evaluate`,
 :func:`trace_spans` (the profiler timeline), :func:`keras_gpt` (the Keras twin),
-:func:`generate`.
+:func:`generate`; the capstone's size per device (:func:`capstone_size`, from the memory model
+of :func:`accelkit.memory.gpt_step_peak`) and its out-of-memory report (:func:`guard_oom`).
 Lives elsewhere: the corpus and the batch sampler (:mod:`accelkit.gpt_data`); peak memory
 (:func:`accelkit.memory.measured_peak_bytes`); timing (:mod:`accelkit.bench`); the hardware
 peaks (:mod:`accelkit.hardware`, :mod:`accelkit.roofline`); launching the DDP worker (:mod:`accelkit.launch`,
@@ -22,19 +23,24 @@ peaks (:mod:`accelkit.hardware`, :mod:`accelkit.roofline`); launching the DDP wo
 
 from __future__ import annotations
 
+import gc
 import math
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from accelkit import memory
+
 ATTENTIONS = ("manual", "sdpa")
+T_ = TypeVar("T_")
 
 @dataclass(frozen=True)
 class GPTConfig:
@@ -428,6 +434,238 @@ def generate(model: GPT, prompt: torch.Tensor, new_tokens: int, *,
     return idx
 
 
+# ----------------------------------------------------------------------------- sizing
+#: GPT-2 small's shape on bytes (vocabulary 256): notebook 06's ``full``-profile model.
+GPT2_SMALL = GPTConfig(n_layer=12, n_head=12, n_embd=768, block_size=1024)
+#: (T, batch) pairs the ``full`` profile tries for :data:`GPT2_SMALL`, largest first.  Batches
+#: are multiples of 8: rung 7 splits the batch into 4 micro-batches, and rung 8 gives each of
+#: 2 ranks half of it in 4 micro-batches.
+CAPSTONE_SIZES = ((1024, 16), (1024, 8), (512, 16), (512, 8), (256, 16), (256, 8))
+
+
+def param_counts(cfg: GPTConfig) -> tuple[int, int]:
+    """Return ``(parameters, largest parameter)`` of :class:`GPT` ``cfg`` from its shape.
+
+    Parameters count shared ones once (the head is the token embedding) and include the
+    position embedding; the largest tensor is usually an MLP weight, ``4·d·d``.  The same
+    numbers as summing ``GPT(cfg).parameters()`` (tested), without building the model.
+    """
+    d, L = cfg.n_embd, cfg.n_layer
+    block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
+    total = cfg.vocab_size * d + cfg.block_size * d + L * block + 2 * d
+    return total, max(cfg.vocab_size * d, cfg.block_size * d, 4 * d * d)
+
+
+def step_peak(cfg: GPTConfig, batch: int, *, attention: str | None = None,
+              optimizer_impl: str = "for-loop") -> memory.PeakEstimate:
+    """Predict the peak bytes of one fp32 AdamW step of :class:`GPT` ``cfg`` on ``batch``.
+
+    :func:`accelkit.memory.gpt_step_peak` at T = ``cfg.block_size`` with this model's
+    parameter counts (:func:`param_counts`).  Autocast, checkpointing and accumulation only
+    lower the activations, so this bounds those rungs too (up to autocast's weight copies).
+
+    Raises:
+        ValueError: as :func:`accelkit.memory.gpt_step_peak`.
+    """
+    n, largest = param_counts(cfg)
+    return memory.gpt_step_peak(n, largest, batch=batch, seq_len=cfg.block_size,
+                                n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
+                                vocab_size=cfg.vocab_size,
+                                attention=attention or cfg.attention,
+                                optimizer_impl=optimizer_impl)
+
+
+def capstone_phases(cfg: GPTConfig, batch: int) -> dict[str, float]:
+    """Predict notebook 06's peak device bytes in each phase that holds the most memory.
+
+    06 keeps the base weights (``4·N`` bytes) all along and at most two rungs' models and
+    AdamW states (``12·N`` each) while rungs 0-5 are compared in pairs, three while rungs 6
+    and 7 run next to the top rung (the others are freed).  Each phase adds one step's peak
+    (:func:`step_peak`): rungs 0-1 with the hand-written attention (the ``B·H·T²`` scores, the
+    largest), rungs 2-7 with SDPA.  The Keras cell trains the same model in TensorFlow
+    (attention like the hand-written one) while PyTorch keeps the base and the top rung.
+
+    Args:
+        cfg: the model (T = ``cfg.block_size``).
+        batch: sequences per step.
+
+    Returns:
+        ``{phase: predicted peak bytes}``.
+    """
+    n, _ = param_counts(cfg)
+    states = memory.per_device(n, "single", 1, optimizer="adamw")
+    kept = states.params_bytes + states.optimizer_bytes  # a rung between its steps
+    manual = step_peak(cfg, batch, attention="manual").total_bytes
+    fused = step_peak(cfg, batch, attention="sdpa").total_bytes
+    base = states.params_bytes
+    return {"rungs 0-1: hand-written attention, 2 rungs alive": base + kept + manual,
+            "rungs 2-7: SDPA, up to 3 rungs alive": base + 2 * kept + fused,
+            "Keras side by side (TensorFlow) + PyTorch's top rung": base + kept + manual}
+
+
+@dataclass(frozen=True)
+class CapstoneSize:
+    """Notebook 06's ``full``-profile size for one device, and its predicted peak.
+
+    Attributes:
+        cfg: the model (T = ``cfg.block_size``).
+        batch: sequences per optimizer step.
+        device_gib: the device's memory in GiB (the hardware class's ``memory_gib``), or
+            ``None`` when unknown.
+        headroom: the fraction of it the size may use (:data:`accelkit.memory.HEADROOM`).
+        phases: :func:`capstone_phases` of this size.
+    """
+
+    cfg: GPTConfig
+    batch: int
+    device_gib: float | None
+    headroom: float
+    phases: Mapping[str, float]
+
+    @classmethod
+    def of(cls, cfg: GPTConfig, batch: int, memory_gib: float | None,
+           headroom: float = memory.HEADROOM) -> CapstoneSize:
+        """The predicted peak of notebook 06 at ``cfg`` (T = ``cfg.block_size``) and ``batch``
+        on a device of ``memory_gib`` GiB (``None``: unknown).
+
+        Raises:
+            ValueError: for ``batch < 1``, ``memory_gib <= 0`` or ``headroom`` outside (0, 1].
+        """
+        if not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"batch must be an int >= 1, got {batch!r}")
+        if memory_gib is not None and memory_gib <= 0:
+            raise ValueError(f"memory_gib must be > 0 (or None when unknown), got {memory_gib}")
+        if not 0 < headroom <= 1:
+            raise ValueError(f"headroom must be in (0, 1], got {headroom}")
+        return cls(cfg, batch, memory_gib, headroom, capstone_phases(cfg, batch))
+
+    @property
+    def peak_bytes(self) -> float:
+        """The largest predicted peak over the notebook's phases, bytes."""
+        return max(self.phases.values())
+
+    @property
+    def budget_bytes(self) -> float | None:
+        """``headroom · device memory`` in bytes, or ``None`` when the memory is unknown."""
+        return None if self.device_gib is None else self.headroom * self.device_gib * 2**30
+
+    @property
+    def fits(self) -> bool:
+        """True when :attr:`peak_bytes` fits the budget (or the device memory is unknown)."""
+        budget = self.budget_bytes
+        return budget is None or self.peak_bytes <= budget
+
+    def smaller(self) -> CapstoneSize | None:
+        """The largest size of :data:`CAPSTONE_SIZES` predicted below this one that fits, or
+        ``None``."""
+        for t, b in CAPSTONE_SIZES:
+            size = CapstoneSize.of(replace(self.cfg, block_size=t), b, self.device_gib,
+                                   self.headroom)
+            if size.peak_bytes < self.peak_bytes and size.fits:
+                return size
+        return None
+
+    def __str__(self) -> str:
+        where = ("device memory unknown" if self.device_gib is None else
+                 f"{self.headroom:.0%} of {self.device_gib:g} GiB = "
+                 f"{(self.budget_bytes or 0) / 2**30:.1f} GiB")
+        return (f"L={self.cfg.n_layer}, d={self.cfg.n_embd}, T = {self.cfg.block_size}, "
+                f"batch {self.batch}: predicted peak {self.peak_bytes / 2**30:.1f} GiB "
+                f"({where})")
+
+
+def capstone_size(memory_gib: float | None, *, headroom: float = memory.HEADROOM,
+                  cfg: GPTConfig = GPT2_SMALL) -> CapstoneSize:
+    """Pick notebook 06's ``full`` size for a device of ``memory_gib`` GiB.
+
+    Tries :data:`CAPSTONE_SIZES` (T and batch for the shape ``cfg``, largest first) and
+    returns the first whose predicted peak over the notebook (:func:`capstone_phases`) stays
+    under ``headroom`` of the memory: on a T4 (16 GiB) GPT-2 small at T = 1024 with batch 8,
+    from an A100 40 GB up batch 16.  Unknown memory (``None``: a CPU, whose memory is the
+    machine's RAM) gets the largest size.  When even the smallest does not fit, that one
+    is returned with ``fits`` False: run the ``ci`` profile there.
+
+    Args:
+        memory_gib: device memory in GiB (``HardwareClass.memory_gib``), or ``None``.
+        headroom: the fraction of the memory to plan for, in (0, 1].
+        cfg: the model's shape (its ``block_size`` is replaced by each size's T).
+
+    Returns:
+        A :class:`CapstoneSize`.
+
+    Raises:
+        ValueError: for ``memory_gib <= 0`` or ``headroom`` outside (0, 1].
+
+    Example: ``size = capstone_size(ak.hardware.get("t4").memory_gib); size.batch  # 8``
+    """
+    size = None
+    for t, b in CAPSTONE_SIZES:
+        size = CapstoneSize.of(replace(cfg, block_size=t), b, memory_gib, headroom)
+        if size.fits:
+            return size
+    assert size is not None  # CAPSTONE_SIZES is not empty
+    return size
+
+
+class RungOutOfMemory(torch.OutOfMemoryError):
+    """A capstone rung ran out of device memory; the message says what to run instead."""
+
+
+def guard_oom(fn: Callable[[], T_], rung: str, size: CapstoneSize, *,
+              attention: str = "sdpa", profile: str = "full") -> T_:
+    """Return ``fn()``; turn an out-of-memory error in it into one that says what to do.
+
+    Catches ``torch.OutOfMemoryError`` (CUDA's, and any backend's that raises it), frees what
+    the failed step held (the finished frames of its traceback, ``gc.collect``, the CUDA
+    cache: build the model *inside* ``fn`` so this frees it) and raises
+    :class:`RungOutOfMemory` (a ``torch.OutOfMemoryError``) naming the rung, the bytes the
+    memory model predicts for its step and for the notebook, the device's budget, and the
+    size to use instead (:meth:`CapstoneSize.smaller`) or the ``ci`` profile.
+
+    Args:
+        fn: builds and runs the rung.
+        rung: the rung's name, e.g. ``"0 baseline"``.
+        size: the size the notebook runs (:meth:`CapstoneSize.of`, :func:`capstone_size`).
+        attention: the rung's attention (its predicted step peak depends on it).
+        profile: the size profile's name, for the message.
+
+    Returns:
+        What ``fn`` returns.
+
+    Raises:
+        RungOutOfMemory: in place of a ``torch.OutOfMemoryError`` raised by ``fn``.
+
+    Example: ``r = gpt.guard_oom(lambda: build("0 baseline"), "0 baseline", RUN)``
+    """
+    try:
+        return fn()
+    except RungOutOfMemory:
+        raise
+    except torch.OutOfMemoryError as e:
+        first = (str(e).strip().splitlines() or ["out of memory"])[0]
+        traceback.clear_frames(e.__traceback__)  # let the failed step's tensors go
+        del e
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    step = step_peak(size.cfg, size.batch, attention=attention).total_bytes
+    budget = size.budget_bytes
+    device = ("a device of unknown memory" if budget is None else
+              f"a device of {size.device_gib:g} GiB ({size.headroom:.0%}: "
+              f"{budget / 2**30:.1f} GiB)")
+    smaller = size.smaller()
+    instead = (f"T = {smaller.cfg.block_size} and batch {smaller.batch} (predicted "
+               f"{smaller.peak_bytes / 2**30:.1f} GiB): set them in the cell that defines CFG "
+               "and BATCH; or " if smaller is not None else "")
+    raise RungOutOfMemory(
+        f"rung {rung!r} ran out of device memory ({first}). The memory model predicts "
+        f"{step / 2**30:.1f} GiB for one step of this rung and {size.peak_bytes / 2**30:.1f} "
+        f"GiB at the notebook's peak ({size}; profile {profile}) on {device}. Use instead: "
+        f"{instead}the ci profile (ACCELKIT_PROFILE=ci). If the model says it fits, another "
+        "process holds memory (nvidia-smi) or earlier cells kept tensors alive: restart the "
+        "kernel. What this rung held was freed.")
+
+
 def decode(tokens: torch.Tensor) -> str:
     """Bytes -> text (invalid UTF-8 sequences are replaced)."""
     return bytes(tokens.flatten().tolist()).decode("utf-8", errors="replace")
@@ -435,9 +673,15 @@ def decode(tokens: torch.Tensor) -> str:
 
 __all__ = [
     "ATTENTIONS",
+    "CAPSTONE_SIZES",
     "GPT",
+    "GPT2_SMALL",
+    "CapstoneSize",
+    "RungOutOfMemory",
     "Stepper",
     "GPTConfig",
+    "capstone_phases",
+    "capstone_size",
     "decode",
     "evaluate",
     "flops_per_token",
@@ -445,7 +689,10 @@ __all__ = [
     "keras_gpt",
     "manual_attention",
     "mfu",
+    "guard_oom",
+    "param_counts",
     "recompute_flops_per_token",
     "n_params",
+    "step_peak",
     "trace_spans",
 ]

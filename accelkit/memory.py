@@ -1,8 +1,10 @@
 """Training memory: the per-device model (DP, ZeRO-1/2/3/FSDP, TP, PP) and its measurements.
 
 This module owns both the memory *model* (:func:`per_device`, :func:`table`,
-:func:`markdown`, :func:`mlp_activation_bytes`, and the peak of a step under DDP or FSDP,
-:func:`peak_per_device`) and the memory *measurements*:
+:func:`markdown`, :func:`mlp_activation_bytes`, the peak of a step under DDP or FSDP,
+:func:`peak_per_device`, Adam's step temporaries per implementation, :func:`adam_temp_bytes`,
+and one GPT training step on one device, :func:`gpt_activation_bytes` and
+:func:`gpt_step_peak`) and the memory *measurements*:
 :func:`measured` (parameter, gradient and optimizer bytes of a real model),
 :func:`measured_peak_bytes` (the peak of any work, on the CPU from the profiler's memory events),
 :func:`saved_activation_bytes` (the bytes autograd saves for the backward pass, exact on any
@@ -53,6 +55,12 @@ from dataclasses import dataclass
 from typing import Any
 
 STRATEGIES = ("single", "dp", "zero1", "zero2", "zero3", "tp", "pp")
+#: Implementations of ``torch.optim.Adam``/``AdamW``'s step (``foreach=False``, ``foreach=True``,
+#: ``fused=True``); see :func:`adam_temp_bytes`.
+ADAM_IMPLS = ("for-loop", "foreach", "fused")
+#: The fraction of a device's memory the course plans to use: the rest is the framework's
+#: context, the caching allocator's rounding and fragmentation, and other processes.
+HEADROOM = 0.85
 #: Optimizer-state bytes per parameter (fp32 states).
 OPTIMIZER_STATE_BYTES = {"sgd": 0, "momentum": 4, "adam": 8, "adamw": 8}
 _SHARDED = {  # which parts are divided by N: (params, grads, optimizer, activations)
@@ -331,9 +339,12 @@ class PeakEstimate:
         gathered_bytes: ZeRO-3/FSDP's transient unit: the largest unit's full parameters
             (all-gathered for forward/backward) and its full gradient (before the
             reduce-scatter), 0 for the other strategies.
-        optimizer_temp_bytes: temporaries of the optimizer step (Adam, for-loop
-            implementation: two the size of the largest local parameter).
+        optimizer_temp_bytes: temporaries of the optimizer step (:func:`adam_temp_bytes`:
+            for-loop Adam two the size of the largest local parameter, foreach Adam one copy
+            of every local parameter, fused none).
         activations_bytes: activations saved for backward on this device.
+        backward_temp_bytes: gradients of activations alive at once during the backward pass
+            on top of the saved activations (:func:`gpt_step_peak`); 0 where not modelled.
     """
 
     steady: MemoryEstimate
@@ -341,6 +352,7 @@ class PeakEstimate:
     gathered_bytes: float
     optimizer_temp_bytes: float
     activations_bytes: float
+    backward_temp_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -351,8 +363,8 @@ class PeakEstimate:
         """
         s = self.steady
         resident = s.params_bytes + s.grads_bytes + s.optimizer_bytes + self.bucket_bytes
-        return resident + max(self.activations_bytes + self.gathered_bytes,
-                              self.optimizer_temp_bytes)
+        return resident + max(self.activations_bytes + self.gathered_bytes
+                              + self.backward_temp_bytes, self.optimizer_temp_bytes)
 
     def fits(self, device_bytes: float, headroom: float = 0.9) -> bool:
         """True when the peak :attr:`total_bytes` fits in ``headroom * device_bytes``
@@ -360,19 +372,71 @@ class PeakEstimate:
         return fits(self.total_bytes, device_bytes, headroom)
 
 
+def adam_temp_bytes(local_params: float, largest_param: float, impl: str = "for-loop",
+                    state_bytes: float = 4) -> float:
+    """Predict the bytes of the temporaries one Adam/AdamW step allocates on one device.
+
+    From ``torch/optim/adam.py`` (PyTorch 2.x; AdamW is Adam with decoupled weight decay):
+
+    * ``"for-loop"`` (``foreach=False``, the default on a CPU): per parameter,
+      ``denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`` makes two tensors the
+      size of that parameter, freed before the next one: ``2 · largest · b``;
+    * ``"foreach"`` (``foreach=True``, CUDA's default): ``exp_avg_sq_sqrt =
+      torch._foreach_sqrt(exp_avg_sqs)`` makes one tensor per parameter, all alive together,
+      and the rest runs in place: ``local · b`` (Adam with ``weight_decay`` > 0, not AdamW, also
+      copies the gradients first, but frees them before the square roots);
+    * ``"fused"`` (``fused=True``): one kernel updates in place: 0.
+
+    Args:
+        local_params: parameters on this device (elements), >= 0.
+        largest_param: elements of its largest parameter tensor, >= 0.
+        impl: one of :data:`ADAM_IMPLS`.
+        state_bytes: bytes per element of the optimizer states (4: fp32).
+
+    Returns:
+        Bytes (float).
+
+    Raises:
+        ValueError: for an unknown ``impl`` or negative sizes.
+
+    Example: ``adam_temp_bytes(1_000_000, 262_144, "foreach")  # 4e6``
+    """
+    if impl not in ADAM_IMPLS:
+        raise ValueError(f"unknown Adam implementation {impl!r}; use one of {', '.join(ADAM_IMPLS)}")
+    if local_params < 0 or largest_param < 0 or state_bytes < 0:
+        raise ValueError(f"sizes must be >= 0, got {local_params}, {largest_param}, {state_bytes}")
+    if impl == "for-loop":
+        return 2.0 * largest_param * state_bytes
+    return float(local_params * state_bytes) if impl == "foreach" else 0.0
+
+
+def default_adam_impl(device_type: str) -> str:
+    """Return the Adam implementation PyTorch picks without ``foreach``/``fused`` arguments.
+
+    ``torch.optim.optimizer._default_to_fused_or_foreach``: ``"foreach"`` when every parameter
+    is on a device with foreach kernels (CUDA, which ROCm builds use too; XPU), else
+    ``"for-loop"`` (a CPU, MPS).  ``fused`` is never the default.
+
+    Example: ``default_adam_impl("cuda")  # "foreach"``
+    """
+    return "foreach" if device_type in ("cuda", "rocm", "xpu") else "for-loop"
+
+
 def peak_per_device(n_params: int, strategy: str, world_size: int, *,
                     largest_param: int, bucket_view: bool = False, param_bytes: float = 4,
-                    optimizer: str = "adam", activation_bytes: float = 0.0) -> PeakEstimate:
+                    optimizer: str = "adam", activation_bytes: float = 0.0,
+                    optimizer_impl: str = "for-loop") -> PeakEstimate:
     """Predict the peak bytes of a training step under DDP (``"dp"``) or FSDP (``"zero3"``).
 
     The steady state of :func:`per_device` plus what only lives for part of a step:
     DDP's gradient buckets (``bucket_cap_mb`` each, a copy of every gradient unless
     ``gradient_as_bucket_view=True``); FSDP's all-gathered unit and its unsharded gradient
     (here the unit holding the largest parameter, ``fully_shard`` per layer); Adam's step
-    temporaries (``torch.optim.Adam(foreach=False)``: ``sqrt`` and the division each make a
-    tensor the size of the parameter being updated); activations saved for backward.
-    Not counted: the allocator's rounding and fragmentation, communication library
-    buffers, autograd's small temporaries.
+    temporaries (:func:`adam_temp_bytes`: for ``torch.optim.Adam(foreach=False)`` ``sqrt``
+    and the division each make a tensor the size of the parameter being updated; with
+    ``foreach=True``, CUDA's default, one copy of *every* local parameter; fused, none);
+    activations saved for backward.  Not counted: the allocator's rounding and
+    fragmentation, communication library buffers, autograd's small temporaries.
 
     Args:
         n_params: parameters of the whole model, >= 1.
@@ -384,13 +448,15 @@ def peak_per_device(n_params: int, strategy: str, world_size: int, *,
         param_bytes: bytes per parameter and per gradient.
         optimizer: as :func:`per_device`; only ``"adam"``/``"adamw"`` have temporaries.
         activation_bytes: activations saved for backward on this device (its local batch).
+        optimizer_impl: Adam's implementation, one of :data:`ADAM_IMPLS` (default the
+            for-loop one; :func:`default_adam_impl` says which PyTorch picks on a device).
 
     Returns:
         A :class:`PeakEstimate`; ``.total_bytes`` is the predicted peak.
 
     Raises:
         ValueError: for a strategy other than ``"dp"``/``"zero3"``, ``largest_param < 1``,
-            and as :func:`per_device`.
+            an unknown ``optimizer_impl``, and as :func:`per_device`.
 
     Example: ``peak_per_device(1_126_410, "dp", 2, largest_param=1024 * 1024).total_bytes``
     """
@@ -403,8 +469,106 @@ def peak_per_device(n_params: int, strategy: str, world_size: int, *,
     bucket = 0.0 if sharded or bucket_view else steady.grads_bytes
     gathered = 2 * largest_param * param_bytes if sharded and world_size > 1 else 0.0
     local_largest = largest_param / world_size if sharded else largest_param
-    temp = 2 * local_largest * 4 if optimizer in ("adam", "adamw") else 0.0
+    local = n_params / world_size if sharded else n_params
+    temp = (adam_temp_bytes(local, local_largest, optimizer_impl)
+            if optimizer in ("adam", "adamw") else 0.0)
+    if optimizer_impl not in ADAM_IMPLS:
+        raise ValueError(f"unknown Adam implementation {optimizer_impl!r}; use one of "
+                         f"{', '.join(ADAM_IMPLS)}")
     return PeakEstimate(steady, bucket, gathered, temp, float(activation_bytes))
+
+
+def gpt_activation_bytes(batch: int, seq_len: int, *, n_layer: int, n_head: int, n_embd: int,
+                         vocab_size: int, attention: str = "manual",
+                         dtype_bytes: float = 4) -> float:
+    """Predict the bytes autograd saves for the backward pass of one GPT forward (fp32).
+
+    For :class:`accelkit.gpt.GPT` (pre-norm blocks, GELU MLP of width 4d, tied head, the loss
+    in fp32), counted tensor by tensor; with B = ``batch``, T = ``seq_len``, d = ``n_embd``,
+    H = ``n_head``, L = ``n_layer``, V = ``vocab_size``, b = ``dtype_bytes``:
+
+    * per block ``16·B·T·d·b``: LayerNorm 1's input and output, q, k, v, the attention
+      output, LayerNorm 2's input and output (1 each), the MLP's hidden layer before and
+      after GELU (4 each); plus the two LayerNorms' fp32 mean and 1/std (``4·B·T·4``);
+    * ``"manual"`` attention also the softmax output ``B·H·T²·b`` and the inverted mask
+      (``T²`` bools); ``"sdpa"`` instead its log-sum-exp ``B·H·T·4``;
+    * the final LayerNorm ``2·B·T·d·b + 2·B·T·4``, the fp32 log-softmax of the loss ``B·T·V·4``,
+      the int64 inputs and targets ``2·B·T·8``, positions ``T·8`` and the loss's fp32 total
+      weight (4 B).
+
+    Exact in fp32 on a CPU (:func:`saved_activation_bytes` counts the same bytes; tested).
+    ``dtype_bytes = 2`` approximates autocast's saved activations (it does not add autocast's
+    low-precision weight copies).  At GPT-2 small, T = 1024, B = 16, manual attention: 19.4 GB.
+
+    Args:
+        batch: sequences B, >= 1.
+        seq_len: tokens per sequence T, >= 1.
+        n_layer, n_head, n_embd, vocab_size: the model's shape, each >= 1.
+        attention: ``"manual"`` (the T×T scores are stored) or ``"sdpa"`` (fused).
+        dtype_bytes: bytes per activation element.
+
+    Returns:
+        Bytes (float).
+
+    Raises:
+        TypeError, ValueError: for a non-int or < 1 size, or an unknown ``attention``.
+
+    Example: ``gpt_activation_bytes(16, 1024, n_layer=12, n_head=12, n_embd=768, vocab_size=256)``
+    """
+    for name, v in (("batch", batch), ("seq_len", seq_len), ("n_layer", n_layer),
+                    ("n_head", n_head), ("n_embd", n_embd), ("vocab_size", vocab_size)):
+        _check_int(name, v, 1)
+    if attention not in ("manual", "sdpa"):
+        raise ValueError(f"attention must be 'manual' or 'sdpa', got {attention!r}")
+    B, T, d, H = batch, seq_len, n_embd, n_head
+    block = 16 * B * T * d * dtype_bytes + 4 * B * T * 4
+    block += B * H * T * T * dtype_bytes + T * T if attention == "manual" else B * H * T * 4
+    top = (2 * B * T * d * dtype_bytes + 2 * B * T * 4 + B * T * vocab_size * 4 + 2 * B * T * 8
+           + T * 8 + 4)
+    return float(n_layer * block + top)
+
+
+def gpt_step_peak(n_params: int, largest_param: int, *, batch: int, seq_len: int, n_layer: int,
+                  n_head: int, n_embd: int, vocab_size: int, attention: str = "manual",
+                  optimizer_impl: str = "for-loop") -> PeakEstimate:
+    """Predict the peak bytes of one fp32 AdamW training step of a GPT on one device.
+
+    Resident: parameters, gradients and AdamW's two states (:func:`per_device`, ``"single"``).
+    Then the larger of two phases: the backward pass (the activations of
+    :func:`gpt_activation_bytes` plus the gradients alive at once on top of them: for
+    ``"manual"`` attention two ``B·H·T²`` fp32 tensors in the softmax's backward, else the
+    MLP's two ``4·B·T·d`` ones, or the loss's two ``B·T·V``, whichever is largest) and the
+    optimizer step (:func:`adam_temp_bytes`).  Checked against the CPU profiler's peak
+    (:func:`measured_peak_bytes`) in the tests.  Not counted: the allocator's rounding and
+    fragmentation, cuBLAS/cuDNN workspaces, the CUDA context (:data:`HEADROOM` leaves room
+    for them).
+
+    Args:
+        n_params: parameters (shared ones once), >= 1.
+        largest_param: elements of the largest parameter tensor, >= 1.
+        batch, seq_len, n_layer, n_head, n_embd, vocab_size, attention: as
+            :func:`gpt_activation_bytes`.
+        optimizer_impl: one of :data:`ADAM_IMPLS`.
+
+    Returns:
+        A :class:`PeakEstimate` (``.total_bytes`` is the predicted peak).
+
+    Raises:
+        TypeError, ValueError: as :func:`per_device`, :func:`gpt_activation_bytes` and
+            :func:`adam_temp_bytes`.
+
+    Example: ``gpt_step_peak(85_000_000, 2_359_296, batch=16, seq_len=1024, n_layer=12,
+    n_head=12, n_embd=768, vocab_size=256).total_bytes``
+    """
+    _check_int("largest_param", largest_param, 1)
+    act = gpt_activation_bytes(batch, seq_len, n_layer=n_layer, n_head=n_head, n_embd=n_embd,
+                               vocab_size=vocab_size, attention=attention)
+    steady = per_device(n_params, "single", 1, optimizer="adamw")
+    grads_alive = [2 * 4 * batch * seq_len * n_embd * 4, 2 * batch * seq_len * vocab_size * 4]
+    if attention == "manual":
+        grads_alive.append(2 * batch * n_head * seq_len * seq_len * 4)
+    temp = adam_temp_bytes(n_params, largest_param, optimizer_impl)
+    return PeakEstimate(steady, 0.0, 0.0, temp, act, float(max(grads_alive)))
 
 
 @contextlib.contextmanager
@@ -493,10 +657,16 @@ def tf_peak_memory_bytes(fn: Callable[[], Any], device: str = "GPU:0") -> int | 
 
 
 __all__ = [
+    "ADAM_IMPLS",
+    "HEADROOM",
     "OPTIMIZER_STATE_BYTES",
     "STRATEGIES",
     "MemoryEstimate",
     "PeakEstimate",
+    "adam_temp_bytes",
+    "default_adam_impl",
+    "gpt_activation_bytes",
+    "gpt_step_peak",
     "markdown",
     "measured",
     "measured_peak_bytes",

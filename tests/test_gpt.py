@@ -208,3 +208,77 @@ def test_ddp_worker_counts_one_allreduce_per_step_and_trains_like_one_process(tm
     ref = gpt.evaluate(model, gpt_data.batches(val, 1, batch, seq, seed=1)[0])
     assert res["val_loss_no_sync"] == pytest.approx(ref, abs=1e-4)
     assert res["val_loss_sync_every_micro_batch"] == pytest.approx(ref, abs=1e-4)
+
+
+# ----------------------------------------------------------------------------- sizing, OOM
+def test_param_counts_match_the_model():
+    for cfg in (gpt.GPTConfig(), gpt.GPTConfig(n_layer=3, n_head=2, n_embd=64, block_size=32)):
+        model = gpt.GPT(cfg)
+        n, largest = gpt.param_counts(cfg)
+        assert n == sum(p.numel() for p in model.parameters())
+        assert largest == max(p.numel() for p in model.parameters())
+
+
+def test_capstone_size_follows_the_device_memory():
+    t4, a100 = gpt.capstone_size(16), gpt.capstone_size(80)
+    # 16 GiB: GPT-2 small at T = 1024 with batch 16 is ~22 GiB by the model; batch 8 fits
+    assert (t4.cfg.block_size, t4.batch) == (1024, 8) and t4.fits
+    assert t4.peak_bytes <= 0.85 * 16 * 2**30 < gpt.CapstoneSize.of(t4.cfg, 16, 16).peak_bytes
+    assert (a100.cfg.block_size, a100.batch) == (1024, 16) and a100.cfg.n_embd == 768
+    assert gpt.capstone_size(None).batch == 16  # unknown memory: the largest size
+    assert gpt.capstone_size(12).batch == 16 and gpt.capstone_size(12).cfg.block_size == 512
+    tiny = gpt.capstone_size(2)
+    assert not tiny.fits and (tiny.cfg.block_size, tiny.batch) == gpt.CAPSTONE_SIZES[-1]
+    assert all(b % 8 == 0 for _, b in gpt.CAPSTONE_SIZES)  # rungs 7-8 split the batch by 8
+    assert "batch 8" in str(t4) and "16 GiB" in str(t4)
+    with pytest.raises(ValueError):
+        gpt.capstone_size(0)
+    with pytest.raises(ValueError):
+        gpt.capstone_size(16, headroom=1.5)
+    with pytest.raises(ValueError):
+        gpt.CapstoneSize.of(gpt.GPT2_SMALL, 0, 16)
+
+
+def test_capstone_phases_grow_with_batch_and_the_scores():
+    phases = gpt.capstone_phases(gpt.GPT2_SMALL, 16)
+    first = next(iter(phases))
+    assert "hand-written" in first and phases[first] == max(phases.values())
+    assert gpt.capstone_phases(gpt.GPT2_SMALL, 8)[first] < phases[first]
+
+
+def _fake_device(capacity_bytes):
+    """A device that raises torch.OutOfMemoryError when a step needs more than it has."""
+    def run(predicted_bytes):
+        held = torch.zeros(1024)  # something the failed step holds, freed by the guard
+        if predicted_bytes > capacity_bytes:
+            raise torch.OutOfMemoryError(
+                f"CUDA out of memory. Tried to allocate {predicted_bytes / 2**30:.2f} GiB")
+        return held.numel()
+    return run
+
+
+def test_guard_oom_reports_rung_bytes_and_a_size_that_fits():
+    size = gpt.CapstoneSize.of(gpt.GPT2_SMALL, 16, 16)  # batch 16 on a 16 GiB device
+    assert not size.fits
+    device = _fake_device(capacity_bytes=0.85 * 16 * 2**30)
+    step = gpt.step_peak(size.cfg, size.batch, attention="manual").total_bytes
+    with pytest.raises(gpt.RungOutOfMemory) as info:
+        gpt.guard_oom(lambda: device(size.peak_bytes), "0 baseline", size, attention="manual")
+    msg = str(info.value)
+    assert isinstance(info.value, torch.OutOfMemoryError)  # callers catching OOM still do
+    assert "'0 baseline'" in msg and "Tried to allocate" in msg
+    assert f"{step / 2**30:.1f} GiB for one step" in msg
+    assert f"{size.peak_bytes / 2**30:.1f} GiB at the notebook's peak" in msg
+    assert "T = 1024 and batch 8" in msg and "ACCELKIT_PROFILE=ci" in msg
+    # the advice fits the fake device by the model
+    assert size.smaller().batch == 8 and size.smaller().peak_bytes < 0.85 * 16 * 2**30
+    # a step that fits runs through unchanged; other errors pass through untouched
+    assert gpt.guard_oom(lambda: device(1.0), "1 fed", size) == 1024
+    with pytest.raises(KeyError):
+        gpt.guard_oom(lambda: {}["x"], "1 fed", size)
+
+
+def test_guard_oom_without_a_smaller_size_points_to_ci():
+    size = gpt.capstone_size(2)  # nothing fits 2 GiB
+    with pytest.raises(gpt.RungOutOfMemory, match="Use instead: the ci profile"):
+        gpt.guard_oom(lambda: _fake_device(1)(size.peak_bytes), "2 SDPA", size)
