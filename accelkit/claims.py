@@ -15,6 +15,7 @@ speeds); they are re-derived from measurements, never from one good run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -128,32 +129,107 @@ _GPU_CLAIMS: dict[str, Claim] = {
     "compile_gemm": Claim(0.8, "cuBLAS does the matmul either way; the fused epilogue saves "
                           "one pass over the output"),
 }
-_TC_BF16 = {
-    "bf16_matmul": Claim(2.0, "bf16 tensor cores: 8-16x the fp32 CUDA-core peak on the "
-                         "datasheet; 13x measured on an H200"),
-    "amp_step_torch": Claim(1.2, "a 512-channel CNN is tensor-core bound: 1.8x measured on an "
-                            "H200"),
-    "amp_step_tf": Claim(1.0, "mixed precision on tensor cores is not slower"),
-}
-#: TF32 tensor cores (NVIDIA Ampere on; not claimed on ROCm, where whether PyTorch's TF32
-#: switch reaches hipBLASLt is not measured by this course).
-_TC_TF32 = {
-    "tf32_matmul": Claim(1.3, "TF32 tensor cores: 2x (A10, L4) to 8x (A100) the IEEE fp32 peak "
-                         "on the datasheet; the floor leaves room for a matmul below the "
-                         "datasheet's size"),
-}
-_TC_FP16_ONLY = {
-    "bf16_matmul": Claim(None, "no bf16 tensor cores before Ampere: bf16 is emulated, use fp16"),
-    "amp_step_torch": Claim(1.2, "fp16 tensor cores: 8x the fp32 peak on the datasheet"),
-    "amp_step_tf": Claim(1.0, "mixed_float16 on tensor cores is not slower"),
+#: Measured on an H200 (this course's GPU runs); the datasheet ratios come from each class's
+#: own peaks (:func:`for_gpu`'s ``peaks``), never from one sentence for every GPU.
+_H200_BF16_MATMUL = "13x measured on an H200"
+
+
+def _ratio(peaks: Mapping[str, float] | None, fast: str, slow: str = "fp32") -> float | None:
+    """Return ``peaks[fast] / peaks[slow]`` (the datasheet's speed ratio), or None if unknown."""
+    if not peaks or fast not in peaks or slow not in peaks:
+        return None
+    return peaks[fast] / peaks[slow]
+
+
+def _tc_claims(peaks: Mapping[str, float] | None, *, bf16: bool) -> dict[str, Claim]:
+    """Return the tensor-core claims of a GPU with bf16 (or only fp16) tensor cores.
+
+    Each reason quotes *this class's* datasheet ratio (16-bit peak / fp32 peak): 16x on an
+    A100, 4x on an A10 or L4, 2x on a GeForce RTX 4090 (fp32 accumulation at half rate),
+    unknown for a GPU not in the table.  A ratio under 3x lowers the floors that a 4x-16x
+    ratio carries (2.0 for the matmul, 1.5 for the GPT step) to 1.2.
+    """
+    dt = "bf16" if bf16 else "fp16"
+    ratio = _ratio(peaks, dt)
+    if ratio is None:
+        sheet = (f"{dt} tensor cores; this GPU's datasheet is not in accelkit's table, so its "
+                 f"{dt}/fp32 ratio is not known here (2x on a GeForce RTX 4090, 4x on an A10 or "
+                 "L4, 16x on an A100: the floor holds at the lowest)")
+        big = False
+    else:
+        sheet = f"{dt} tensor cores: {ratio:.3g}x the fp32 peak on this class's datasheet (dense)"
+        big = ratio >= 3
+    low = "" if big else "; under 3x on the datasheet, so a floor of 1.2"
+    if not bf16:
+        return {
+            "bf16_matmul": Claim(None, "no bf16 tensor cores before Ampere: bf16 is emulated, "
+                                 "use fp16"),
+            "amp_step_torch": Claim(1.2, sheet),
+            "amp_step_tf": Claim(1.0, "mixed_float16 on tensor cores is not slower"),
+            "gpt_amp": Claim(1.5 if big else 1.2, sheet + "; the step's memory-bound parts gain "
+                             "~2x from half the bytes" + low),
+        }
+    return {
+        "bf16_matmul": Claim(2.0 if big else 1.2, sheet + "; " + _H200_BF16_MATMUL + low),
+        "amp_step_torch": Claim(1.2, "a 512-channel CNN is tensor-core bound: 1.8x measured on "
+                                "an H200; " + sheet),
+        "amp_step_tf": Claim(1.0, "mixed precision on tensor cores is not slower"),
+        "gpt_amp": Claim(1.5 if big else 1.2, sheet + "; the step's memory-bound parts gain ~2x "
+                         "from half the bytes" + low),
+    }
+
+
+def _tf32_claims(peaks: Mapping[str, float] | None) -> dict[str, Claim]:
+    """Return the TF32 claim from this class's datasheet ratio (tf32 peak / fp32 peak).
+
+    NVIDIA Ampere on (not claimed on ROCm, where whether PyTorch's TF32 switch reaches
+    hipBLASLt is not measured by this course).  A floor of 1.3 where the datasheet promises at
+    least 1.9x (2x on an A10/L4, 8x on an A100); none where TF32's peak is close to fp32's
+    (1x on a GeForce RTX 4090, 1.7x on an H20) or unknown.
+    """
+    ratio = _ratio(peaks, "tf32")
+    if ratio is None:
+        return {"tf32_matmul": Claim(None, "TF32 tensor cores (sm_80+), but this GPU's datasheet "
+                                     "is not in accelkit's table: the gain is not known here")}
+    sheet = f"TF32 tensor cores: {ratio:.3g}x the IEEE fp32 peak on this class's datasheet"
+    if ratio < 1.9:
+        return {"tf32_matmul": Claim(None, sheet + ": too close to fp32 for a floor")}
+    return {"tf32_matmul": Claim(1.3, sheet + "; the floor leaves room for a matmul below the "
+                                 "datasheet's size")}
+
+
+_NO_TENSOR_CORES = {
+    "bf16_matmul": Claim(None, "no bf16 units before Ampere (and no tensor cores before Volta): "
+                         "bf16 is emulated"),
+    "amp_step_torch": Claim(None, "no tensor cores before Volta: fp16 halves the bytes, but the "
+                            "matmuls run on the CUDA cores (a P100's 2x fp16 datasheet peak is "
+                            "half2 arithmetic summing in fp16; PyTorch's GEMMs sum in fp32)"),
+    "amp_step_tf": Claim(None, "no tensor cores before Volta: mixed_float16 saves bytes only"),
+    "gpt_amp": Claim(None, "no tensor cores: half precision saves bytes only"),
 }
 
+
+#: The CPUs of ``cpu-avx512-bf16`` (AVX512-BF16, no AMX) disagree on bf16, so the class decides
+#: what the hardware *can* do and a measurement on the learner's machine what it *does*
+#: (:func:`accelkit.precision.amp_path`): a 2-core Xeon VM that hides AMX ran a 1024² bf16 matmul
+#: at 0.5x-0.55x of fp32 (bf16 0.08 vs fp32 0.15 TFLOP/s, steady over minutes; its verified
+#: record, 0.533x), a 2-core AMD EPYC Zen 4 (family 25 model 17) at 2.9x (bf16 0.39-0.41 vs fp32
+#: 0.10-0.14 TFLOP/s, five 0.5 s runs, torch 2.13: issue 27), oneDNN's brg_matmul:avx512_core_bf16
+#: kernel running it there (ONEDNN_VERBOSE=1).
+XEON_VM_BF16 = "0.55x of fp32 on a 2-core Xeon VM that hides AMX"
+ZEN4_BF16 = ("2.9x on a 2-core AMD EPYC Zen 4 (oneDNN's brg_matmul:avx512_core_bf16 kernel), "
+             "1024² matmul, torch 2.13")
+#: CPU classes whose CPUs disagree on bf16: the bf16 claims (:data:`BF16_CLAIMS`) are decided
+#: on the learner's machine by :func:`accelkit.precision.amp_path`, never by the class.
+MEASURED_BF16_CLASSES = ("cpu-avx512-bf16",)
+#: The claims that follow the bf16 (autocast dtype) matmul's speed.
+BF16_CLAIMS = ("bf16_matmul", "amp_step_torch", "amp_step_tf", "gpt_amp")
+_DISAGREE = f"this class's CPUs disagree ({XEON_VM_BF16}; {ZEN4_BF16})"
 
 #: bf16 claims per CPU class with bf16 units.  AMX: the issue's measurements on a 2-core
 #: Xeon VM with AMX, two modes (bf16 0.37 or 1.05 TFLOP/s against fp32 0.21 on a 1024²
-#: matmul, so 1.7x-5x; the AMP step 0.79x-2.08x).  AVX512-BF16 without AMX: 0.5x measured on
-#: a 2-core Xeon VM that hides AMX (bf16 0.08 vs fp32 0.15 TFLOP/s, steady over minutes) and
-#: 2.2x reported on an AMD Zen 4: the class spans both sides of 1x, so no speed claim.
+#: matmul, so 1.7x-5x; the AMP step 0.79x-2.08x).  AVX512-BF16 without AMX: see above; the
+#: class sets no floor and its notebooks take :func:`accelkit.precision.amp_path`'s.
 _CPU_BF16_CLAIMS: dict[str, dict[str, Claim]] = {
     "cpu-amx": {
         "bf16_matmul": Claim(1.2, "AMX tiles: 1.7x (slow mode) to 5x (fast mode) on a 2-core "
@@ -165,14 +241,51 @@ _CPU_BF16_CLAIMS: dict[str, dict[str, Claim]] = {
                              "floor rules out a large slowdown"),
     },
     "cpu-avx512-bf16": {
-        "bf16_matmul": Claim(None, "bf16 dot products exist, but oneDNN's speed on them spans "
-                             "0.5x (a 2-core Xeon VM without AMX) to 2.2x (AMD Zen 4) of fp32"),
-        "amp_step_torch": Claim(None, "follows the bf16 matmul, which is slower than fp32 on "
-                                "some CPUs of this class"),
-        "amp_step_tf": Claim(None, "follows the bf16 matmul, which is slower than fp32 on some "
-                             "CPUs of this class"),
+        "bf16_matmul": Claim(None, "bf16 dot products (VDPBF16PS) exist, but " + _DISAGREE
+                             + ": the class sets no floor; a short measurement on the "
+                             "learner's machine decides (ak.precision.amp_path): a floor of 1x "
+                             "where it finds bf16 faster, no claim where not"),
+        "amp_step_torch": Claim(None, "follows the bf16 matmul, and " + _DISAGREE
+                                + ": decided on the learner's machine (ak.precision.amp_path)"),
+        "amp_step_tf": Claim(None, "follows the bf16 matmul, and " + _DISAGREE
+                             + ": decided on the learner's machine (ak.precision.amp_path)"),
     },
 }
+
+
+def measured_bf16(faster: bool | None, finding: str, kernel: str = "") -> dict[str, Claim]:
+    """Return the bf16 claims of a machine whose class lets a measurement decide (Zen 4 vs Xeon).
+
+    Used by :func:`accelkit.precision.amp_path` for the classes in
+    :data:`MEASURED_BF16_CLASSES`, after it timed a bf16 against an fp32 matmul on this
+    machine: where bf16 was clearly faster, the notebooks' own bf16 matmul (fresh pairs, timed
+    later) must be at least as fast as fp32 (floor 1.0); the training steps carry no floor
+    (they add casts and fp32 work; no measurement of this class backs one), and where bf16
+    was not faster (the Xeon VM's case) nothing is claimed.
+
+    Args:
+        faster: ``True`` where the measurement found bf16 clearly faster, ``False`` where it
+            found it slower or not clearly faster, ``None`` where it was too noisy to say.
+        finding: the measurement in words (``Comparison.finding()``).
+        kernel: the oneDNN kernel that ran it (``"brg_matmul:avx512_core_bf16"``), or ``""``.
+
+    Returns:
+        ``{name: Claim}`` for every name in :data:`BF16_CLAIMS`.
+    """
+    ran = f"; oneDNN ran {kernel}" if kernel else ""
+    seen = f"measured on this machine before the notebook's own timing: {finding}{ran}"
+    if faster:
+        step = Claim(None, f"bf16 matmuls are faster on this CPU ({seen}), but a training step "
+                     "adds casts and fp32 work (loss, optimizer) and no measurement of this "
+                     "class's steps backs a floor: the verdict is shown")
+        return {"bf16_matmul": Claim(1.0, seen + "; " + _DISAGREE + ", so this CPU's own "
+                                     "measurement decides, and the claim 'bf16 is not slower "
+                                     "here' is re-checked on fresh pairs"),
+                "amp_step_torch": step, "amp_step_tf": step, "gpt_amp": step}
+    what = ("too noisy to say whether bf16 is faster here" if faster is None else
+            "bf16 is not clearly faster here, as on the Xeon VM of this class")
+    none = Claim(None, f"{seen}: {what}; " + _DISAGREE + ": no claim")
+    return {name: none for name in BF16_CLAIMS}
 
 
 _REAL_AVX2_GPT = "on an AVX2-only AMD EPYC (Zen 3, 2-core VM) at T = 256"
@@ -201,15 +314,13 @@ _GPT_CPU_CLAIMS: dict[str, Claim] = {
 _GPT_CPU_BF16: dict[str, dict[str, Claim]] = {
     "cpu-amx": {"gpt_amp": Claim(0.5, "as amp_step_torch: AMX's two speed modes put the step "
                                  "between ~0.8x and 2x of fp32")},
-    "cpu-avx512-bf16": {"gpt_amp": Claim(None, "bf16 matmuls run at ~0.55x of fp32 on a "
-                                         "2-core Xeon VM of this class (no AMX), 2.2x on AMD "
-                                         "Zen 4: no floor holds for the whole class")},
+    "cpu-avx512-bf16": {"gpt_amp": Claim(None, "follows the bf16 matmul, and " + _DISAGREE
+                                         + ": decided on the learner's machine "
+                                         "(ak.precision.amp_path)")},
 }
 _GPT_GPU_CLAIMS: dict[str, Claim] = {
     "gpt_sdpa": Claim(1.2, "FlashAttention never writes the T x T scores to HBM: at T = 1024 "
                       "the hand-written attention is memory-bound (Dao et al. 2022)"),
-    "gpt_amp": Claim(1.5, "tensor cores: 8-16x the fp32 peak on the datasheet; the step's "
-                     "memory-bound parts gain ~2x from half the bytes"),
     "gpt_compile": Claim(1.05, "fuses the elementwise work between GEMMs (nanoGPT reports "
                          "~1.3x-2x on A100)"),
     "gpt_fused_adamw": Claim(1.0, "one kernel for ~150 parameter tensors: rules out a "
@@ -280,24 +391,31 @@ def for_cpu(name: str) -> dict[str, Claim]:
             | _GPT_CPU_BF16.get(name, {}) | _CPU_CLASS_FUSION.get(name, {}))
 
 
-def for_gpu(kind: str, cc: tuple[int, int], *, bf16: bool, tf32: bool) -> dict[str, Claim]:
-    """Return the claims a GPU class carries, from its kind and matrix units.
+def for_gpu(kind: str, cc: tuple[int, int], *, bf16: bool, tf32: bool,
+            peaks: Mapping[str, float] | None = None) -> dict[str, Claim]:
+    """Return the claims a GPU class carries, from its kind, matrix units and datasheet peaks.
 
     Args:
         kind: ``"cuda"`` or ``"rocm"``.
-        cc: the compute capability (NVIDIA); below (7, 0) there are no tensor cores.
+        cc: the compute capability (NVIDIA); below (7, 0) there are no tensor cores, so no
+            autocast claim at all.
         bf16: bf16 tensor cores (else the fp16-only floors).
         tf32: TF32 tensor cores (claimed on NVIDIA only).
+        peaks: the class's dense datasheet peaks (``{"fp32": 19.5, "bf16": 312.0, ...}``):
+            each tensor-core reason quotes this class's own 16-bit/fp32 ratio, and a small
+            ratio lowers the floor; ``None`` or ``{}`` for a GPU whose datasheet is not in the
+            table.
 
     Returns:
         ``{claim name: Claim}``.
     """
-    out = dict(_GPU_CLAIMS) | (_TC_BF16 if bf16 else _TC_FP16_ONLY) | _GPT_GPU_CLAIMS
+    out = dict(_GPU_CLAIMS) | _GPT_GPU_CLAIMS | _tc_claims(peaks, bf16=bf16)
     if tf32 and kind == "cuda":
-        out |= _TC_TF32
+        out |= _tf32_claims(peaks)
     if kind == "cuda" and cc < (7, 0):
-        out["gpt_amp"] = Claim(None, "no tensor cores: half precision saves bytes only")
+        out |= _NO_TENSOR_CORES
     return out
 
 
-__all__ = ["CLAIMS", "Claim", "for_cpu", "for_gpu"]
+__all__ = ["BF16_CLAIMS", "CLAIMS", "MEASURED_BF16_CLASSES", "XEON_VM_BF16", "ZEN4_BF16", "Claim",
+           "for_cpu", "for_gpu", "measured_bf16"]

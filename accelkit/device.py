@@ -1,8 +1,9 @@
 """Hardware probes for PyTorch and the CPU: what devices exist, and which one to use.
 
-This module owns the probes (CPU flags and name, NVML GPU facts, TPU device files), what
-PyTorch sees (CUDA/ROCm GPUs, Apple MPS, TPU through torch_xla, CPU), the best PyTorch device
-with the reason, and synchronising a device.  It never prints, plots or imports TensorFlow.
+This module owns the probes (CPU flags and name, NVML GPU facts, TPU device files, the oneDNN
+kernel a CPU matmul runs: :func:`onednn_kernels`), what PyTorch sees (CUDA/ROCm GPUs, Apple
+MPS, TPU through torch_xla, CPU), the best PyTorch device with the reason, and synchronising a
+device.  It never prints, plots or imports TensorFlow.
 
 Probes avoid side effects: NVIDIA GPU facts (name, memory, compute capability) come from
 NVML (``nvidia-ml-py``), never from a CUDA context, so a later fork-based launch still works;
@@ -272,7 +273,7 @@ def nvidia_or_rocm_gpus() -> list[DeviceInfo]:
         facts = list(nvml)
     out = []
     for i, (name, mem, cc) in enumerate(facts):
-        out.append(DeviceInfo.from_class(hardware.classify_gpu(name, cc, kind), "torch", kind,
+        out.append(DeviceInfo.from_class(hardware.classify_gpu(name, cc, kind, mem), "torch", kind,
                                          f"cuda:{i}", name, mem, cc if kind == "cuda" else None))
     return out
 
@@ -418,6 +419,85 @@ def synchronize(device: Any = None) -> None:
         torch_xla.sync(wait=True)
 
 
+#: The script :func:`onednn_kernels` runs in a fresh process: one (n, n) matmul per dtype,
+#: each after a marker line, so every oneDNN verbose line is read back under its dtype.
+_ONEDNN_SCRIPT = """
+import sys, torch
+n = int(sys.argv[1])
+for name in sys.argv[2:]:
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=g).to(getattr(torch, name))
+    print("accelkit-dtype", name, flush=True)
+    a @ a
+    a @ a
+"""
+
+
+def _parse_onednn(text: str) -> dict[str, str | None]:
+    """Read ``{dtype: implementation of its first oneDNN matmul, or None}`` from verbose output.
+
+    oneDNN v3 prints ``onednn_verbose,v1,primitive,exec,cpu,matmul,<implementation>,...`` per
+    executed primitive (older builds: ``onednn_verbose,exec,cpu,matmul,<implementation>,...``).
+    """
+    found: dict[str, str | None] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("accelkit-dtype "):
+            current = line.split()[1]
+            found[current] = None
+            continue
+        fields = line.split(",")
+        if current is None or not fields[0].startswith(("onednn_verbose", "dnnl_verbose")) \
+                or "exec" not in fields or found[current] is not None:
+            continue
+        i = fields.index("exec")
+        if len(fields) > i + 3 and fields[i + 2] == "matmul":
+            found[current] = fields[i + 3]
+    return found
+
+
+@lru_cache(maxsize=8)
+def onednn_kernels(dtypes: tuple[str, ...] = ("bfloat16", "float32"),
+                   n: int = 1024) -> dict[str, str | None]:
+    """Return the oneDNN kernel that runs an ``(n, n)`` CPU matmul per dtype, from ``ONEDNN_VERBOSE``.
+
+    Runs one matmul per dtype in a fresh Python process with ``ONEDNN_VERBOSE=1`` (this
+    process's environment otherwise, so ``$ACCELKIT_HARDWARE``'s instruction-set caps apply)
+    and reads the implementation oneDNN names, e.g. ``"brg_matmul:avx512_core_bf16"`` (AVX512
+    bf16 dot products) or ``"brg_matmul:avx512_core_amx"`` (AMX tiles).  ``None`` means no
+    oneDNN matmul ran: PyTorch computed it elsewhere (fp32 goes to MKL/OpenBLAS; bf16 on a CPU
+    without bf16 units to ATen's own fallback).  Cached per process: evidence, not a decision.
+
+    Args:
+        dtypes: torch dtype names (``"bfloat16"``, ``"float32"``, ``"float16"``).
+        n: the matmul's size, >= 1.
+
+    Returns:
+        ``{dtype: implementation or None}``; ``{}`` when the process failed or took over 120 s
+        (a machine too busy to say).
+
+    Raises:
+        ValueError: for ``n < 1`` or a name that is not a torch floating dtype.
+
+    Example: ``onednn_kernels(("bfloat16",))  # {"bfloat16": "brg_matmul:avx512_core_bf16"}``
+    """
+    import subprocess
+
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    bad = [d for d in dtypes if d not in ("bfloat16", "float16", "float32", "float64")]
+    if bad:
+        raise ValueError(f"not a torch floating dtype name: {bad}; use bfloat16, float16, "
+                         "float32 or float64")
+    env = dict(os.environ, ONEDNN_VERBOSE="1", DNNL_VERBOSE="1")
+    try:
+        done = subprocess.run([sys.executable, "-c", _ONEDNN_SCRIPT, str(n), *dtypes], env=env,
+                              capture_output=True, text=True, timeout=120, check=True)
+    except (subprocess.SubprocessError, OSError):
+        return {}
+    return _parse_onednn(done.stdout)
+
+
 def summary() -> dict[str, Any]:
     """Return a JSON-friendly description of the CPU, the torch devices and the best choice.
 
@@ -459,6 +539,7 @@ __all__ = [
     "machine",
     "nvidia_or_rocm_gpus",
     "nvml_gpus",
+    "onednn_kernels",
     "summary",
     "synchronize",
     "system_memory_bytes",

@@ -166,8 +166,8 @@ def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:
     gpus = _gpus(info)
     cpu_cls = hardware.classify_cpu(info.get("cpu_features", {}), info.get("machine", "x86_64"))
     cpu_bf16 = cpu_cls.bf16_units
-    gpu_cls = [hardware.classify_gpu(g["description"], g.get("compute_capability"), g["kind"])
-               for g in gpus]
+    gpu_cls = [hardware.classify_gpu(g["description"], g.get("compute_capability"), g["kind"],
+                                     g.get("memory_bytes")) for g in gpus]
     gloo, nccl = _dist_backends()
     compiles, compiler = _compile_backend(gpus)
     tpu = bool(info.get("tpu_attached"))
@@ -195,20 +195,27 @@ def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:
 
 
 def class_list() -> str:
-
     """Return a Markdown table of every hardware class (``doctor --hardware list``)."""
-    lines = ["| class | what | autocast | GradScaler | profile |", "|---|---|---|---|---|"]
+    lines = ["| class | what | autocast | GradScaler | Keras policy | profile |",
+             "|---|---|---|---|---|---|"]
     lines += [f"| `{c.name}` | {c.title} | {c.amp_dtype} | {'yes' if c.grad_scaler else 'no'} "
-              f"| {c.profile} |" for c in hardware.CLASSES.values()]
+              f"| {c.keras_policy} | {c.profile} |" for c in hardware.CLASSES.values()]
     return "\n".join(lines)
 
 
-def class_card(cls: hardware.HardwareClass, heading: str = "") -> str:
+def class_card(cls: hardware.HardwareClass, heading: str = "", path: Any = None) -> str:
     """Return a class's card and every decision the course takes on it, as Markdown.
+
+    Nothing is probed or measured: where the class lets a measurement on the learner's
+    machine decide its bf16 claims (``cls.bf16_measured``), the card says so, and shows that
+    machine's decision only when ``path`` is given.
 
     Args:
         cls: the hardware class.
         heading: the first line; default ``"## Hardware class: <name>"``.
+        path: this machine's :class:`accelkit.precision.AmpPath` (from
+            ``ak.precision.amp_path()``): its measurement and the claims it decided replace
+            the class's bf16 rows.
     """
     from accelkit import precision
 
@@ -223,9 +230,21 @@ def class_card(cls: hardware.HardwareClass, heading: str = "") -> str:
     if peaks:
         lines.append(f"- dense peaks, TFLOP/s: {peaks}; bandwidth {cls.bandwidth_gbps:g} GB/s "
                      f"({cls.source})")
+    elif cls.kind != "cpu":
+        lines.append(f"- dense peaks: no peak known ({cls.source})")
     lines += [f"- autocast: {str(amp.dtype).removeprefix('torch.')}, "
               f"{'with' if amp.needs_scaler else 'no'} GradScaler ({amp.reason})",
-              f"- Keras policy: {cls.keras_policy}", f"- size profile (auto): {cls.profile}"]
+              f"- Keras policy: {cls.keras_policy}"
+              + (" with LossScaleOptimizer" if cls.keras_policy == "mixed_float16" else ""),
+              f"- size profile (auto): {cls.profile}"]
+    if cls.sdpa_backends:
+        lines.append(f"- attention: {hardware.sdpa_backend(cls, amp.dtype)}")
+    if cls.bf16_measured:
+        lines.append("- bf16 path: decided on the learner's machine by a short bf16 vs fp32 "
+                     "matmul measurement (`ak.precision.amp_path()`), because this class's CPUs "
+                     "disagree")
+    if path is not None:
+        lines.append(f"- this machine: {path}")
     if cls.emulate_env:
         lines.append("- emulated on an x86 CPU with: "
                      + " ".join(f"{k}={v}" for k, v in cls.emulate_env.items()))
@@ -233,7 +252,7 @@ def class_card(cls: hardware.HardwareClass, heading: str = "") -> str:
         lines.append(f"- note: {cls.note}")
     lines += ["", "| claim | floor | why |", "|---|---|---|"]
     for name, what in hardware.CLAIMS.items():
-        c = cls.claim(name)
+        c = path.claim(name) if path is not None else cls.claim(name)
         floor = "no claim" if c.floor is None else f"≥ {c.floor:g}x"
         lines.append(f"| {what} | {floor} | {c.why} |")
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """Keras mixed precision: the policy, its scope, the float32 output, loss scaling, activation bytes.
 
 This module owns the Keras 3 side of notebook 02: :func:`keras_policy` (the policy name for a
-device kind), :func:`keras_policy_scope` (set the global policy while a model is built),
+device kind or hardware class: bf16 from Ampere on, fp16 on a T4/V100),
+:func:`keras_policy_scope` (set the global policy while a model is built),
 :func:`keras_float32_output` (a float32 output layer), :func:`keras_optimizer`
 (``keras.optimizers.LossScaleOptimizer`` for fp16), :func:`keras_activation_bytes`
 (activation memory from shapes and dtypes) and :func:`try_step` (one trial call of a
@@ -29,27 +30,45 @@ from typing import Any
 from accelkit import dtypes, report
 
 
-def keras_policy(device_kind: str = "cpu", dtype: Any = None) -> str:
-    """Return the Keras mixed-precision policy name for a device kind.
+def keras_policy(device_kind: str = "cpu", dtype: Any = None, *, hw: Any = None) -> str:
+    """Return the Keras mixed-precision policy name for a device kind or a hardware class.
 
-    ``"mixed_bfloat16"`` on CPUs and TPUs, ``"mixed_float16"`` on GPUs (the TensorFlow
-    mixed-precision guide's advice); ``dtype`` forces ``"bf16"``/``"fp16"``.
+    Read from the hardware-class table (``HardwareClass.keras_policy``): ``"mixed_bfloat16"``
+    where the hardware has bf16 units (GPUs from Ampere, sm_80, on: A10, L4, A100, H100 ...;
+    CPUs; TPUs), so no loss scaling; ``"mixed_float16"`` (with ``LossScaleOptimizer``, see
+    :func:`keras_optimizer`) on GPUs with fp16 tensor cores only (T4, V100) or none (P100),
+    as the TensorFlow mixed-precision guide advises.  For a GPU kind without ``hw`` the class
+    of this machine's first GPU is probed (NVML; CUDA is not initialised).
 
     Args:
-        device_kind: ``"cpu"``, ``"cuda"``/``"gpu"``, ``"tpu"``.
-        dtype: force a low-precision dtype.
+        device_kind: ``"cpu"``, ``"cuda"``/``"gpu"``/``"rocm"``, ``"tpu"``; ignored with ``hw``.
+        dtype: force a low-precision dtype (``"bf16"``/``"fp16"``).
+        hw: an :class:`accelkit.hardware.HardwareClass` to read the policy from (nothing is
+            probed).
+
+    Returns:
+        ``"mixed_bfloat16"`` or ``"mixed_float16"``.
 
     Raises:
-        ValueError: for a dtype other than bf16/fp16.
+        ValueError: for a dtype other than bf16/fp16, or an unknown device kind.
 
-    Example: ``keras.mixed_precision.set_global_policy(keras_policy("cpu"))``
+    Example: ``keras.mixed_precision.set_global_policy(keras_policy(hw=ak.hardware.get("l4")))``
     """
     if dtype is not None:
         key = dtypes.canonical(dtype)
         if key not in ("bfloat16", "float16"):
             raise ValueError(f"Keras mixed policies use bfloat16 or float16, not {key}")
         return f"mixed_{key}"
-    return "mixed_float16" if device_kind.lower() in ("cuda", "gpu", "rocm") else "mixed_bfloat16"
+    if hw is not None:
+        return str(hw.keras_policy)
+    kind = device_kind.lower()
+    if kind in ("cuda", "gpu", "rocm"):
+        from accelkit import hardware
+
+        return hardware.for_device("cuda").keras_policy
+    if kind in ("cpu", "tpu", "xla", "mps"):
+        return "mixed_bfloat16"
+    raise ValueError(f"unknown device kind {device_kind!r}; use cpu, cuda/gpu/rocm, tpu or mps")
 
 
 @contextlib.contextmanager

@@ -12,6 +12,10 @@ This module owns two things:
   ``torch.amp.GradScaler`` from it (never the deprecated ``torch.cuda.amp``);
   :func:`make_step` builds one training step whose GradScaler is enabled exactly for fp16;
   :func:`set_fp32_precision` makes fp32 mean IEEE fp32 (or TF32) in PyTorch and TensorFlow.
+* **Whether this machine takes the low-precision path** — :func:`amp_path` decides it once per
+  process: from the hardware class where its machines agree, from a short bf16 vs fp32
+  measurement where they do not (AVX512-BF16 CPUs: a Xeon VM 0.55x, an AMD Zen 4 2.9x), with
+  the claims the notebooks assert (:class:`AmpPath`).
 * **Whether a long low-precision run is worth it here** — :func:`plan_run` decides from a
   measured prediction and the hardware class's units (run it, or skip it with the measured
   reason), for CPUs without bf16 units where a bf16 job can take minutes.
@@ -303,10 +307,157 @@ def amp_choice(device: Any = None, dtype: Any = None, *, hw: Any = None) -> AmpC
         why = f"{cls.name} has {short} units" + (
             "; fp16's narrow range needs loss scaling" if scaler else
             " (bf16 has fp32's range: no scaler)")
-    else:
+    elif cls.kind == "cpu":
         why = (f"{cls.name} has no {short} units: {short} is converted to compute, slower "
                "than fp32")
+    else:  # a GPU without units for it: pre-Volta fp16, or bf16 forced before Ampere
+        why = (f"{cls.name} has no {short} tensor cores: {short} halves the bytes moved, but "
+               "the matmuls gain nothing (bf16 before Ampere is emulated, slower)"
+               + ("; fp16's narrow range needs loss scaling" if scaler else ""))
     return AmpChoice(AUTOCAST_DEVICE[cls.kind], getattr(torch, name), scaler, native, why)
+
+
+# ----------------------------------------------------------------------------- the AMP path
+#: The measured path's probe: bf16 vs fp32 on a (PROBE_SIZE, PROBE_SIZE) matmul must be at
+#: least PROBE_AT_LEAST times faster (the whole 95 % interval above it) before a machine of a
+#: class whose CPUs disagree takes the bf16 path.  The margin above 1x keeps the notebooks'
+#: later re-check on fresh pairs (floor 1x, :func:`accelkit.claims.measured_bf16`) from being
+#: a coin toss; a Zen 4 measured 2.9x, a Xeon VM of the same class 0.55x.
+PROBE_AT_LEAST = 1.2
+PROBE_SIZE = 1024
+_PATHS: dict[tuple[str, str], AmpPath] = {}
+
+
+@dataclass(frozen=True)
+class AmpPath:
+    """Whether this machine takes the low-precision path, and the claims that come with it.
+
+    The *class* decides what the hardware can do; where the CPUs of one class disagree on
+    what it does (AVX512-BF16 without AMX: a Xeon VM 0.55x of fp32, an AMD Zen 4 2.9x), a
+    short measurement on this machine decides (:func:`amp_path`).
+
+    Attributes:
+        hardware: the hardware class's name.
+        dtype: the autocast dtype (``torch.bfloat16``/``torch.float16``).
+        use: take the path: run the autocast rungs and keep them (the dtype has units here
+            and, where measured, was clearly faster than fp32).
+        decided_by: ``"class"`` (the class's units and floors) or ``"measurement"``.
+        claims: the claims that follow the 16-bit matmul's speed
+            (:data:`accelkit.claims.BF16_CLAIMS`), from the class or from the measurement.
+        reason: one sentence saying what decided, with the measurement where there is one.
+        probe: the bf16 vs fp32 matmul :class:`accelkit.bench.Comparison` measured here, or
+            ``None`` where the class decided.
+    """
+
+    hardware: str
+    dtype: Any
+    use: bool
+    decided_by: str
+    claims: Any
+    reason: str
+    probe: Any = None
+
+    def claim(self, name: str) -> Any:
+        """Return the :class:`accelkit.claims.Claim` for ``name`` on this machine.
+
+        The 16-bit claims (``bf16_matmul``, ``amp_step_torch``, ``amp_step_tf``, ``gpt_amp``)
+        come from this path (its measurement where there is one), every other from the class.
+
+        Raises:
+            KeyError: for a claim name not in :data:`accelkit.claims.CLAIMS`.
+        """
+        from accelkit import hardware
+
+        if name in self.claims:
+            return self.claims[name]
+        return hardware.get(self.hardware).claim(name)
+
+    def floor(self, name: str) -> float | None:
+        """Return the floor of claim ``name`` on this machine (``None``: no claim)."""
+        return self.claim(name).floor
+
+    def __str__(self) -> str:
+        low = str(self.dtype).removeprefix("torch.")
+        return (f"{low} path on {self.hardware}: {'taken' if self.use else 'not taken'}, "
+                f"decided by the {self.decided_by} ({self.reason})")
+
+
+def _probe_bf16(device: Any) -> Any:
+    """Time a (PROBE_SIZE, PROBE_SIZE) bf16 matmul against fp32 in interleaved pairs (~2-4 s).
+
+    Data from a private generator (the notebook's seeded random stream is not touched); the
+    claim ``at_least=PROBE_AT_LEAST`` lets :func:`accelkit.bench.compare` time more pairs,
+    for at most 2 s more, while the interval straddles it.
+    """
+    import torch
+
+    from accelkit import bench
+
+    n = PROBE_SIZE
+    gen = torch.Generator().manual_seed(0)
+    a32 = torch.randn(n, n, generator=gen).to(device)
+    a16 = a32.to(torch.bfloat16)
+    return bench.compare(lambda: a32 @ a32, lambda: a16 @ a16, labels=("fp32", "bf16"),
+                         flops=2 * n**3, device=device, min_run_time=0.5, pairs=8, warmup=1,
+                         at_least=PROBE_AT_LEAST, budget_s=2.0)
+
+
+def amp_path(device: Any = None, *, hw: Any = None, probe: Callable[[], Any] | None = None,
+             refresh: bool = False) -> AmpPath:
+    """Decide whether this machine takes the low-precision (bf16) path, once per process.
+
+    The one place the course decides it.  Where the hardware class is uniform it decides
+    alone: GPUs and TPUs with units for their autocast dtype take it, with the class's floors;
+    CPUs without bf16 units (``cpu-avx2``, also when emulated with ``ACCELKIT_HARDWARE``) do
+    not; ``cpu-amx`` does.  Where the class's CPUs disagree (``cpu-avx512-bf16``:
+    ``HardwareClass.bf16_measured``) it times a 1024² bf16 matmul against fp32 in interleaved
+    pairs on this machine (:func:`accelkit.bench.compare`, a few seconds) and takes the path
+    only where the whole 95 % interval is above :data:`PROBE_AT_LEAST`; the claims then come
+    from :func:`accelkit.claims.measured_bf16`: the notebooks' bf16 matmul must be at least
+    as fast as fp32 on fresh pairs (a Zen 4), or nothing is claimed (a Xeon VM, 0.55x).
+    ``ak.device.onednn_kernels()`` shows which oneDNN kernel ran it.
+
+    Args:
+        device: the torch device; default: the best device here.
+        hw: decide for this :class:`accelkit.hardware.HardwareClass` instead of the device's.
+        probe: a callable returning the bf16 vs fp32 :class:`accelkit.bench.Comparison`
+            (tests pass a faked measurement); default: :func:`_probe_bf16` on ``device``.
+        refresh: measure again instead of returning this process's earlier answer.
+
+    Returns:
+        An :class:`AmpPath`; ``path.claim("bf16_matmul")`` is the floor the notebook asserts.
+
+    Example: ``PATH = amp_path(dev); BF16 = PATH.claim("bf16_matmul")``
+    """
+    from accelkit import claims, emulation, hardware, stats
+    from accelkit import device as _device
+
+    cls = hw if hw is not None else hardware.for_device(device)
+    choice = amp_choice(hw=cls)
+    kind = _device.device_type(device) if hw is None else cls.kind
+    key = (cls.name, kind)
+    if key in _PATHS and not refresh and probe is None:
+        return _PATHS[key]
+    names = claims.BF16_CLAIMS
+    if not (cls.bf16_measured and choice.native):
+        path = AmpPath(cls.name, choice.dtype, choice.native, "class",
+                       {n: cls.claim(n) for n in names}, choice.reason)
+    else:
+        cmp = probe() if probe is not None else _probe_bf16(
+            device if device is not None else "cpu")
+        verdict = cmp.verdict(at_least=PROBE_AT_LEAST)
+        faster = {stats.HOLDS: True, stats.REFUTED: False}.get(verdict)
+        note = ""
+        if emulation.active():
+            note = f" (this CPU computes as {hardware.probed_cpu().name}: only decisions change)"
+        path = AmpPath(cls.name, choice.dtype, bool(faster), "measurement",
+                       claims.measured_bf16(faster, cmp.finding()),
+                       f"{cls.name}'s CPUs disagree on bf16, so it was timed here{note}: "
+                       f"{cmp.finding()}; the path needs the whole interval above "
+                       f"{PROBE_AT_LEAST:g}x", cmp)
+    if probe is None:
+        _PATHS[key] = path
+    return path
 
 
 def autocast(device: Any = None, dtype: Any = None, *, enabled: bool = True) -> Any:
@@ -542,11 +693,15 @@ def fp32_precision(tf: Any = None) -> dict[str, str]:
 __all__ = [
     "FORMATS",
     "FP32_MODES",
+    "PROBE_AT_LEAST",
+    "PROBE_SIZE",
     "AmpChoice",
+    "AmpPath",
     "AmpStep",
     "FloatFormat",
     "RunPlan",
     "amp_choice",
+    "amp_path",
     "autocast",
     "float_format",
     "format_name",

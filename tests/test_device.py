@@ -151,3 +151,42 @@ def test_has_tpu_sees_a_v5e_by_its_pci_vendor(tmp_path, monkeypatch):
     (tmp_path / "0000:00:05.0" / "vendor").write_text("0x1ae0\n")
     assert d._pci_vendor_present("0x1ae0", str(tmp_path))
     assert not d._pci_vendor_present("0x1ae0", str(tmp_path / "absent"))
+
+
+def test_an_a100_40gb_is_told_by_its_memory(monkeypatch):
+    _fake_gpu_machine(monkeypatch, [("NVIDIA A100-SXM4-40GB", 40 * 2**30, (8, 0))])
+    from accelkit import hardware
+
+    assert hardware.for_device("cuda:0").name == "a100-40gb"
+    _fake_gpu_machine(monkeypatch, [("NVIDIA L40S", 48 * 2**30, (8, 9))])
+    assert hardware.for_device("cuda:0").name == "l40s"  # not the L4's peak by capability
+
+
+_VERBOSE = """onednn_verbose,v1,info,oneDNN v3.7.1
+accelkit-dtype bfloat16
+onednn_verbose,v1,primitive,info,template:operation,engine,primitive,implementation
+onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx512_core_bf16,undef,src:bf16,,1024x1024,7.2
+onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx512_core_amx,undef,src:bf16,,1024x1024,1.1
+accelkit-dtype float32
+accelkit-dtype float16
+dnnl_verbose,exec,cpu,matmul,gemm:jit,undef,src_f16::blocked:ab:f0,,,64x64:64x64,0.1
+"""
+
+
+def test_onednn_verbose_lines_are_read_per_dtype():
+    assert device._parse_onednn(_VERBOSE) == {"bfloat16": "brg_matmul:avx512_core_bf16",
+                                              "float32": None, "float16": "gemm:jit"}
+    with pytest.raises(ValueError, match="floating dtype"):
+        device.onednn_kernels(("int8",))
+    with pytest.raises(ValueError, match="n must be"):
+        device.onednn_kernels(n=0)
+
+
+def test_onednn_kernels_on_this_cpu():
+    from accelkit import hardware
+
+    found = device.onednn_kernels(("bfloat16", "float32"), 256)
+    assert set(found) == {"bfloat16", "float32"}, found
+    assert found["float32"] is None  # PyTorch's fp32 CPU matmul is MKL/OpenBLAS, not oneDNN
+    if hardware.for_device("cpu").name in ("cpu-avx512-bf16", "cpu-amx"):
+        assert found["bfloat16"] and ("bf16" in found["bfloat16"] or "amx" in found["bfloat16"])

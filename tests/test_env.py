@@ -36,3 +36,19 @@ def test_hardware_card_names_cpu_and_libraries():
     card = env.hardware_card_markdown(_info(libraries={"torch": "2.0"}))
     assert card.startswith("## Hardware card") and "Test CPU (2 cores usable)" in card
     assert "torch 2.0" in card
+
+
+def test_class_card_shows_a_measured_bf16_path_only_when_given():
+    from accelkit import bench, hardware, precision
+
+    cls = hardware.get("cpu-avx512-bf16")
+    card = env.class_card(cls)
+    assert "decided on the learner's machine" in card
+    assert "| bf16 vs fp32 matmul (00, 02) | no claim |" in card
+    probe = bench.Comparison(bench.Timing("fp32", (0.02,) * 8), bench.Timing("bf16", (0.007,) * 8))
+    path = precision.amp_path(hw=cls, probe=lambda: probe)
+    mine = env.class_card(cls, path=path)
+    assert "- this machine: bfloat16 path on cpu-avx512-bf16: taken" in mine
+    assert "| bf16 vs fp32 matmul (00, 02) | ≥ 1x |" in mine
+    assert "Keras policy: mixed_float16 with LossScaleOptimizer" in env.class_card(
+        hardware.get("t4"))

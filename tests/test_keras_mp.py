@@ -7,13 +7,23 @@ import pytest
 from accelkit import keras_mp
 
 
-def test_keras_policy_names():
+def test_keras_policy_names(monkeypatch):
+    from accelkit import hardware
+
     assert keras_mp.keras_policy("cpu") == "mixed_bfloat16"
-    assert keras_mp.keras_policy("cuda") == "mixed_float16"
     assert keras_mp.keras_policy("tpu") == "mixed_bfloat16"
     assert keras_mp.keras_policy("cpu", "fp16") == "mixed_float16"
     with pytest.raises(ValueError):
         keras_mp.keras_policy("cpu", "fp32")
+    with pytest.raises(ValueError, match="unknown device kind"):
+        keras_mp.keras_policy("npu")
+    # a GPU kind reads the class of this machine's GPU (faked here: no probe runs)
+    for gpu, policy in (("t4", "mixed_float16"), ("v100", "mixed_float16"),
+                        ("p100", "mixed_float16"), ("a100", "mixed_bfloat16"),
+                        ("l4", "mixed_bfloat16"), ("h100", "mixed_bfloat16")):
+        monkeypatch.setattr(hardware, "for_device", lambda *a, g=gpu, **k: hardware.get(g))
+        assert keras_mp.keras_policy("cuda") == policy, gpu
+        assert keras_mp.keras_policy(hw=hardware.get(gpu)) == policy
 
 
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow absent")

@@ -244,3 +244,98 @@ def test_mps_path_decisions_with_a_faked_device(monkeypatch):
     assert torch.amp.is_autocast_available("mps"), "torch's autocast accepts device_type='mps'"
     scaler = torch.amp.GradScaler("mps", enabled=amp.needs_scaler)  # constructible off a Mac
     assert scaler.is_enabled() and scaler.get_scale() == 2.0**16
+
+
+# ----------------------------------------------------------------------------- the AMP path
+def _fake_probe(fp32_s, bf16_s, calls=None):
+    """A faked bf16 vs fp32 matmul measurement: one Comparison from per-pair times."""
+    from accelkit import bench
+
+    def probe():
+        if calls is not None:
+            calls.append(1)
+        return bench.Comparison(bench.Timing("fp32", tuple(fp32_s)),
+                                bench.Timing("bf16", tuple(bf16_s)))
+    return probe
+
+
+ZEN4_LIKE = _fake_probe([0.0200, 0.0210, 0.0190, 0.0205, 0.0198, 0.0202, 0.0201, 0.0199],
+                        [0.0070, 0.0071, 0.0069, 0.0072, 0.0070, 0.0068, 0.0071, 0.0070])  # 2.9x
+XEON_LIKE = _fake_probe([0.0140, 0.0141, 0.0139, 0.0142, 0.0140, 0.0138, 0.0141, 0.0140],
+                        [0.0255, 0.0254, 0.0256, 0.0253, 0.0255, 0.0257, 0.0254, 0.0255])  # 0.55x
+NOISY = _fake_probe([0.010, 0.030, 0.012, 0.028, 0.011, 0.029, 0.010, 0.030],
+                    [0.020, 0.010, 0.021, 0.011, 0.020, 0.010, 0.022, 0.011])  # 0.5x-3x
+
+
+def test_amp_path_a_zen4_like_cpu_takes_the_bf16_path_and_claims_it():
+    from accelkit import hardware
+
+    cls = hardware.get("cpu-avx512-bf16")
+    assert cls.bf16_measured and cls.floor("bf16_matmul") is None  # the class claims nothing
+    path = precision.amp_path(hw=cls, probe=ZEN4_LIKE)
+    assert (path.use, path.decided_by, path.dtype) == (True, "measurement", torch.bfloat16)
+    assert path.probe.speedup == pytest.approx(2.9, rel=0.05)
+    assert path.floor("bf16_matmul") == 1.0  # the notebooks re-check it on fresh pairs
+    assert f"{path.probe.speedup:.2f}x" in path.claim("bf16_matmul").why  # this run's figure
+    for name in ("amp_step_torch", "amp_step_tf", "gpt_amp"):  # steps: shown, not asserted
+        assert path.floor(name) is None and "faster on this CPU" in path.claim(name).why
+    assert path.claim("compile_chain") == cls.claim("compile_chain")  # others: the class's
+    assert "Zen 4" in path.claim("bf16_matmul").why and "Xeon" in path.claim("bf16_matmul").why
+
+
+def test_amp_path_a_xeon_like_cpu_makes_no_claim():
+    from accelkit import hardware
+
+    path = precision.amp_path(hw=hardware.get("cpu-avx512-bf16"), probe=XEON_LIKE)
+    assert (path.use, path.decided_by) == (False, "measurement")
+    assert path.probe.speedup == pytest.approx(0.55, rel=0.05)
+    for name in ("bf16_matmul", "amp_step_torch", "amp_step_tf", "gpt_amp"):
+        assert path.floor(name) is None and "not clearly faster" in path.claim(name).why
+    noisy = precision.amp_path(hw=hardware.get("cpu-avx512-bf16"), probe=NOISY)
+    assert not noisy.use and noisy.floor("bf16_matmul") is None
+    assert "too noisy" in noisy.claim("bf16_matmul").why
+
+
+def test_amp_path_uniform_classes_decide_without_measuring(monkeypatch):
+    from accelkit import hardware
+
+    calls = []
+    probe = _fake_probe([1.0] * 8, [0.1] * 8, calls)
+    for name, use in (("cpu-amx", True), ("cpu-avx2", False), ("cpu-avx512", False),
+                      ("t4", True), ("h200", True), ("p100", False), ("tpu-v5e", True)):
+        cls = hardware.get(name)
+        path = precision.amp_path(hw=cls, probe=probe)
+        assert (path.use, path.decided_by) == (use, "class"), name
+        assert path.floor("bf16_matmul") == cls.floor("bf16_matmul")
+        assert path.floor("gpt_amp") == cls.floor("gpt_amp")
+    assert not calls, "a uniform class must not be measured"
+
+
+def test_amp_path_under_cpu_avx2_emulation_takes_the_no_bf16_path(monkeypatch):
+    from accelkit import hardware
+
+    monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-avx2")
+    calls = []
+    path = precision.amp_path("cpu", probe=_fake_probe([1.0] * 8, [0.1] * 8, calls))
+    assert (path.hardware, path.use, path.floor("bf16_matmul")) == ("cpu-avx2", False, None)
+    assert not calls
+
+
+def test_amp_path_is_measured_once_per_process(monkeypatch):
+    from accelkit import hardware
+
+    calls = []
+    monkeypatch.setattr(precision, "_PATHS", {})
+    monkeypatch.setattr(precision, "_probe_bf16", lambda dev: (calls.append(dev), ZEN4_LIKE())[1])
+    cls = hardware.get("cpu-avx512-bf16")
+    first = precision.amp_path("cpu", hw=cls)
+    assert precision.amp_path("cpu", hw=cls) is first and len(calls) == 1
+    assert precision.amp_path("cpu", hw=cls, refresh=True) is not first and len(calls) == 2
+
+
+def test_amp_choice_reason_on_a_gpu_without_units():
+    from accelkit import hardware
+
+    amp = precision.amp_choice(hw=hardware.get("p100"))
+    assert (amp.dtype, amp.needs_scaler, amp.native) == (torch.float16, True, False)
+    assert "tensor cores" in amp.reason and "converted to compute" not in amp.reason
