@@ -207,6 +207,9 @@ _NO_TENSOR_CORES = {
     "amp_step_tf": Claim(None, "no tensor cores before Volta: mixed_float16 saves bytes only"),
     "gpt_amp": Claim(None, "no tensor cores: half precision saves bytes only"),
 }
+_NO_TRITON = Claim(None, "Triton, torch.compile's GPU backend, needs compute capability 7.0+: "
+                   "on a GPU before Volta torch.compile raises an error (Inductor: 'too old to "
+                   "be supported by the triton GPU compiler')")
 
 
 #: The CPUs of ``cpu-avx512-bf16`` (AVX512-BF16, no AMX) disagree on bf16, so the class decides
@@ -413,7 +416,9 @@ def for_gpu(kind: str, cc: tuple[int, int], *, bf16: bool, tf32: bool,
     if tf32 and kind == "cuda":
         out |= _tf32_claims(peaks)
     if kind == "cuda" and cc < (7, 0):
-        out |= _NO_TENSOR_CORES
+        out |= _NO_TENSOR_CORES | {name: _NO_TRITON for name in (
+            "compile_chain", "compile_gelu", "compile_chain_prealloc", "compile_gemm",
+            "gpt_compile")}
     return out
 
 

@@ -144,7 +144,11 @@ def _compile_backend(gpus: list[dict[str, Any]]) -> tuple[bool, str]:
     has_triton = importlib.util.find_spec("triton") is not None
     found = ((f"compiler: {cxx}" if cxx else "no C++ compiler on PATH")
              + (f"; triton {'installed' if has_triton else 'absent'}" if gpus else ""))
-    return (bool(cxx) if not gpus else has_triton), found
+    old = [g for g in gpus if g["kind"] == "cuda" and tuple(g.get("compute_capability") or
+                                                              (7, 0)) < (7, 0)]
+    if old:  # Triton generates code for sm_70 and newer only
+        found += f"; {old[0]['description']} is older than sm_70, which Triton needs"
+    return (bool(cxx) if not gpus else has_triton and not old), found
 
 
 def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:

@@ -24,6 +24,9 @@ def test_capabilities_follow_the_hardware():
     assert amx["bf16_units"].has and "bf16 units present" in amx["bf16_units"].found
     gpu = {"kind": "cuda", "name": "cuda:0", "description": "Test GPU",
            "compute_capability": (7, 5), "memory_bytes": 2**34}
+    pascal = env.capabilities(_info(torch_devices=[dict(gpu, compute_capability=(6, 0))]))
+    assert not pascal["torch_compile"].has and "sm_70" in pascal["torch_compile"].found
+    assert not pascal["fp16_tensor_cores"].has
     turing = env.capabilities(_info(torch_devices=[gpu]))
     assert turing["fp16_tensor_cores"].has and not turing["bf16_units"].has
     assert "GPU: Test GPU" in turing["cpu"].found

@@ -51,6 +51,8 @@ def test_gpus_before_volta_have_no_fp16_units_and_no_autocast_floor(name):
     for claim in ("amp_step_torch", "amp_step_tf", "gpt_amp", "bf16_matmul"):
         assert cls.floor(claim) is None, claim
     assert "tensor cores" in cls.claim("amp_step_torch").why
+    for claim in ("compile_chain", "compile_gelu", "gpt_compile"):  # Triton needs sm_70+
+        assert cls.floor(claim) is None and "Triton" in cls.claim(claim).why
     assert hardware.classify_gpu("Tesla P100-PCIE-16GB", (6, 0)).name == "p100"
     assert hardware.classify_gpu("Quadro P5000", (6, 1)).name == "cuda-pre-volta"
 

@@ -34,6 +34,12 @@ def test_expectations_follow_the_claims_table():
                           hardware.get("t4").floor("bf16_matmul"))]
     assert cells == expected, (cells, expected)
     assert "float16 + GradScaler" in table  # the T4's autocast choice
+    assert "| Keras policy | mixed_bfloat16 | mixed_float16 |" in table
+    measured = teaching.expectations_table(["cpu-avx2", "cpu-avx512-bf16"])
+    row = next(line for line in measured.splitlines()
+               if line.startswith(f"| {hardware.CLAIMS['bf16_matmul']} |"))
+    assert row.endswith("| · | ≥ 1x if faster here |"), row  # decided on the machine
+    assert "amp_path" in measured and "amp_path" not in table
     with pytest.raises(KeyError):
         teaching.expectations_table(["no-such-class"])
 

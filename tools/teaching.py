@@ -10,7 +10,9 @@ Two blocks of TEACHING.md are written here, each between its markers:
   every other class measured for real (``verified/*.json``, emulated records left out: they
   time this CPU, not the class): an AVX2-only CPU, a GPU, a TPU; "none yet" without one.
 * ``<!-- expectations:start/end -->``: for the classes a classroom has (laptops, Apple,
-  Colab's T4 and TPU, ...), the autocast choice and every speedup claim's floor, from
+  Kaggle's P100, Colab's T4, A100 and TPU, ...), the autocast choice, the Keras policy and
+  every speedup claim's floor (or, where the class lets a measurement on the machine decide,
+  the floor it then gets), from
   :mod:`accelkit.hardware` and :mod:`accelkit.claims` (what ``python -m accelkit doctor
   --hardware NAME`` prints, one class per column).
 
@@ -33,8 +35,15 @@ from accelkit import verify  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 TEACHING = ROOT / "TEACHING.md"
 #: The classes a classroom brings, in the order the table shows them.
-ROOM = ["cpu-avx2", "cpu-avx512-bf16", "cpu-amx", "cpu-arm64", "apple-mps", "t4", "l4", "a100",
-        "tpu-v5e"]
+ROOM = ["cpu-avx2", "cpu-avx512-bf16", "cpu-amx", "cpu-arm64", "apple-mps", "p100", "t4", "l4",
+        "a100-40gb", "tpu-v5e"]
+#: The cell of a claim that a measurement on the learner's machine decides (a class whose CPUs
+#: disagree: ``HardwareClass.bf16_measured``), and the line under the table that explains it.
+MEASURED = "≥ {floor:g}x if faster here"
+MEASURED_NOTE = ("*if faster here*: this class's CPUs disagree on bf16 (a Xeon VM 0.55x of fp32, "
+                 "an AMD Zen 4 2.9x), so a short bf16 vs fp32 measurement on the learner's "
+                 "machine decides (`ak.precision.amp_path`): the floor where it finds bf16 "
+                 "faster, no claim where not.")
 BLOCKS = ("teaching-runtimes", "expectations")
 
 
@@ -77,17 +86,26 @@ def expectations_table(classes: list[str] = ROOM) -> str:
     Raises:
         KeyError: for an unknown class name.
     """
-    from accelkit import hardware
+    from accelkit import claims, hardware
 
     cls = [hardware.get(n) for n in classes]
+    faster = claims.measured_bf16(True, "")  # the claims a machine that measured bf16 faster gets
     lines = ["| | " + " | ".join(f"`{c.name}`" for c in cls) + " |",
              "|---|" + "---|" * len(cls),
              "| autocast dtype | " + " | ".join(
-                 c.amp_dtype + (" + GradScaler" if c.grad_scaler else "") for c in cls) + " |"]
+                 c.amp_dtype + (" + GradScaler" if c.grad_scaler else "") for c in cls) + " |",
+             "| Keras policy | " + " | ".join(c.keras_policy for c in cls) + " |"]
     for name, what in hardware.CLAIMS.items():
-        floors = [c.floor(name) for c in cls]
-        lines.append(f"| {what} | " + " | ".join(
-            f"≥ {f:g}x" if f is not None else "·" for f in floors) + " |")
+        cells = []
+        for c in cls:
+            f = c.floor(name)
+            if c.bf16_measured and name in faster and faster[name].floor is not None:
+                cells.append(MEASURED.format(floor=faster[name].floor))
+            else:
+                cells.append(f"≥ {f:g}x" if f is not None else "·")
+        lines.append(f"| {what} | " + " | ".join(cells) + " |")
+    if any(c.bf16_measured for c in cls):
+        lines.append("\n" + MEASURED_NOTE)
     return "\n".join(lines)
 
 
