@@ -40,6 +40,7 @@ _MODULES = (
     "gpt_data",
     "hardware",
     "jax_mesh",
+    "jobs",
     "keras_mp",
     "launch",
     "launch_result",
