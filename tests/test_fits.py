@@ -36,6 +36,10 @@ KNOWN_OVER = {
           "the TensorFlow cells, or size N per class",
 }
 
+#: Notebooks this test has no estimate for yet, and why (each must still exist).
+NOT_ESTIMATED = {"07": "a work-in-progress draft (commit ef00f25) with multi-rank workers; add "
+                       "its full workloads to notebook_peaks when its sizes settle"}
+
 
 def _picks(stem: str) -> list[tuple[str, Any, str]]:
     """``(source line, full value, full source)`` of every ``P.pick`` call in notebook
@@ -133,7 +137,9 @@ def test_the_notebooks_still_size_their_full_profile_like_this_test_reads_them()
 def test_every_notebooks_full_profile_fits_each_class(cls):
     budget = memory.HEADROOM * cls.memory_gib * GIB
     peaks = notebook_peaks(cls.memory_gib)
-    assert set(peaks) == {p.name[:2] for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")}
+    # fails if a notebook has neither an estimate nor a reason in NOT_ESTIMATED
+    assert set(peaks) | set(NOT_ESTIMATED) == {
+        p.name[:2] for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")}
     over = {nb: f"{b / GIB:.1f} GiB" for nb, b in peaks.items()
             if b > budget and nb not in KNOWN_OVER}
     # fails if a full size outgrew this class: size it per class as 06 does
