@@ -59,6 +59,8 @@ TECHNIQUES = (
               ("keras.mixed_precision.set_global_policy(",), "process",
               expect="bfloat16 float32"),
     Technique("torch.compile", ("torch.compile(",), "exec"),
+    Technique("Compile in practice: regional compilation and recompile logs",
+              ("block.compile()", "torch._logging.set_logs(recompiles=True, graph_breaks=True)"), "exec"),
     Technique("Fused AdamW", ("fused=True",), "exec"),
     Technique("DDP: the script and the torchrun command",
               ("DistributedDataParallel", "DistributedSampler", "set_epoch(", "no_sync()",
@@ -69,16 +71,23 @@ TECHNIQUES = (
               "command"),
     Technique("Resume from torch.distributed.checkpoint", ("dcp.load(", "set_state_dict("),
               "command"),
+    Technique("Memory: where the bytes go",
+              ("profile_memory=True", "torch.cuda.memory._record_memory_history(",
+               "expandable_segments:True"), "exec"),
+    Technique("Debug a distributed job",
+              ("TORCH_DISTRIBUTED_DEBUG=DETAIL", "NCCL_DEBUG=INFO", "dist.get_backend_config()"), "exec"),
     Technique("JAX: sharding on a device mesh",
               ("jax.make_mesh(", "NamedSharding(", "jax.device_put(", "jax.jit("), "process",
               expect="'data': 2, 'model': 2"),
-    Technique("Activation checkpointing", ("checkpoint(block, x, use_reentrant=False)",), "exec"),
+    Technique("Activation checkpointing",
+              ("checkpoint(block, x, use_reentrant=False)", "create_selective_checkpoint_contexts"), "exec"),
     Technique("DataLoader workers",
               ("num_workers=", "persistent_workers=True", "prefetch_factor=", "pin_memory=",
                'if __name__ == "__main__":'), "command"),
 )
 BY_HEADING = {t.heading: t for t in TECHNIQUES}
-SLOW = {"torch.compile"}  # exec sections that start a compiler
+SLOW = {"torch.compile",  # exec sections that start a compiler
+        "Compile in practice: regional compilation and recompile logs"}
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,8 @@ def parse(text: str) -> dict[str, list[Block]]:
 
 
 SECTIONS = parse(DOC.read_text(encoding="utf-8"))
+#: Each section's whole text (prose and code), by heading.
+BODIES = dict(zip(*[iter(re.split(r"^## (.*)$", DOC.read_text(encoding="utf-8"), flags=re.M)[1:])] * 2))
 
 
 def _code(heading: str) -> str:
@@ -187,7 +198,7 @@ def test_recipes_cover_the_course():
     untested = sorted(with_code - set(BY_HEADING))
     assert not untested, f"sections with code but no row in TECHNIQUES (nothing runs them): {untested}"
     for t in TECHNIQUES:
-        code = "\n".join(b.code for b in SECTIONS[t.heading])
+        code = "\n".join(b.code for b in SECTIONS[t.heading]) + BODIES[t.heading]
         lost = [tok for tok in t.tokens if tok not in code]
         assert not lost, f"{t.heading!r}: its code no longer shows {lost}"
         assert any(b.lang == "python" for b in SECTIONS[t.heading]), t.heading
@@ -202,10 +213,8 @@ def test_parse_finds_blocks_and_rejects_other_languages():
 
 
 def test_each_recipe_links_an_existing_notebook():
-    text = DOC.read_text(encoding="utf-8")
-    bodies = dict(zip(*[iter(re.split(r"^## (.*)$", text, flags=re.M)[1:])] * 2))
     for t in TECHNIQUES:
-        links = re.findall(r"\]\(\.\./(notebooks/\d\d_\w+\.ipynb)\)", bodies[t.heading])
+        links = re.findall(r"\]\(\.\./(notebooks/\d\d_\w+\.ipynb)\)", BODIES[t.heading])
         assert links, f"{t.heading!r} links no notebook"
         for link in links:
             assert (ROOT / link).is_file(), f"{t.heading!r} links {link}, which does not exist"
@@ -239,6 +248,8 @@ def test_torch_recipe_runs(heading, tmp_path):
     if heading == "Time GPU and CPU work correctly":
         m, seconds = namespaces[0]["m"], namespaces[1]["seconds"]
         assert m.median > 0 and len(m.times) >= 1 and 0 < seconds < 1.0, (m, seconds)
+    if heading == "Debug a distributed job":
+        assert not __import__("torch").distributed.is_initialized()  # the recipe tears down
     if heading.startswith("Mixed precision in PyTorch"):
         ns = namespaces[0]
         assert ns["amp_dtype"] == __import__("torch").bfloat16  # a CPU: bf16, no scaler
