@@ -22,7 +22,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt $(WHEELS) -e ".[dev]"
 	@touch $(STAMP)
 
-lab: $(STAMP)  ## start JupyterLab on notebooks/ (kernel = this venv; nothing registered globally)
+# A learner's install: the course and JupyterLab, without the maintainers' dev extras.
+LAB_STAMP := $(VENV)/.installed-lab
+$(LAB_STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt $(WHEELS) -e ".[lab]"
+	@touch $(LAB_STAMP)
+
+lab: $(LAB_STAMP)  ## start JupyterLab on notebooks/ (kernel = this venv; nothing registered globally)
 	@$(if $(ROOT_FLAG),echo "running as root (a container or VM): starting JupyterLab with --allow-root",:)
 	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 

@@ -36,7 +36,7 @@ def test_uses_only_the_standard_library():
 
 def test_install_is_offline_exactly_when_given_a_wheelhouse(tmp_path):
     online = sc.install_command(Path("py"), None)
-    assert "--no-index" not in online and online[-2:] == ["-e", f"{ROOT}[dev]"]
+    assert "--no-index" not in online and online[-2:] == ["-e", f"{ROOT}[lab]"]
     assert online[online.index("-c") + 1] == str(sc.CONSTRAINTS)
     offline = sc.install_command(Path("py"), tmp_path)
     assert offline[offline.index("--no-index") + 1:offline.index("--no-index") + 3] == [
@@ -82,8 +82,8 @@ def test_stamp_is_shared_with_make(tmp_path):
     assert not sc.stamp_is_current(tmp_path)
     sc.venv_python(tmp_path).parent.mkdir(parents=True)
     sc.venv_python(tmp_path).touch()
-    (tmp_path / ".installed").touch()
-    assert sc.stamp_is_current(tmp_path)  # the Makefile's STAMP: $(VENV)/.installed
+    (tmp_path / ".installed-lab").touch()
+    assert sc.stamp_is_current(tmp_path)  # the Makefile's LAB_STAMP: $(VENV)/.installed-lab
 
 
 @pytest.mark.slow

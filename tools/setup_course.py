@@ -9,9 +9,10 @@
                                            # download the pinned set into wheelhouse/ (instructors)
 
 (on Windows write ``py`` for ``python``).  Each does what the Makefile target of the same name
-does, with the same files: ``.venv/`` and its ``.venv/.installed`` stamp (a later ``make lab``
+does, with the same files: ``.venv/`` and its ``.venv/.installed-lab`` stamp (a later ``make lab``
 finds the environment ready, and the other way round), ``constraints.txt`` for the exact
-versions, ``pip install -c constraints.txt -e ".[dev]"``.  ``lab`` passes ``--allow-root`` to
+versions, ``pip install -c constraints.txt -e ".[lab]"`` (the course and JupyterLab, without the
+maintainers' dev extras, which ``make setup`` adds).  ``lab`` passes ``--allow-root`` to
 JupyterLab when run as root (containers, cloud VMs), as ``make lab`` does.
 
 Offline (bad conference Wi-Fi): when a ``wheelhouse/`` folder with wheels sits in the checkout
@@ -58,6 +59,10 @@ def is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
+#: The Makefile's LAB_STAMP: a learner's install (``.[lab]``) is current.
+STAMP = ".installed-lab"
+
+
 def has_wheels(folder: Path) -> bool:
     """True when ``folder`` holds at least one ``.whl`` file."""
     return folder.is_dir() and any(folder.glob("*.whl"))
@@ -70,17 +75,17 @@ def install_command(python: Path, wheelhouse: Path | None,
     Args:
         python: the venv's interpreter.
         wheelhouse: a folder of wheels to install from with no network, or ``None`` (PyPI).
-        targets: what to install instead of ``-e .[dev]`` (the offline test installs two pins).
+        targets: what to install instead of ``-e .[lab]`` (the offline test installs two pins).
     """
     cmd = [str(python), "-m", "pip", "install", *PIP_QUIET, "-c", str(CONSTRAINTS)]
     if wheelhouse is not None:
         cmd += ["--no-index", "--find-links", str(wheelhouse)]
-    return cmd + (targets if targets is not None else ["-e", f"{ROOT}[dev]"])
+    return cmd + (targets if targets is not None else ["-e", f"{ROOT}[lab]"])
 
 
 def stamp_is_current(venv: Path = VENV) -> bool:
-    """True when ``<venv>/.installed`` is newer than pyproject.toml and constraints.txt (as make checks)."""
-    stamp = venv / ".installed"
+    """True when ``<venv>/.installed-lab`` is newer than pyproject.toml and constraints.txt (as make)."""
+    stamp = venv / STAMP
     if not stamp.exists() or not venv_python(venv).exists():
         return False
     return all(stamp.stat().st_mtime >= (ROOT / f).stat().st_mtime
@@ -101,7 +106,7 @@ def setup(venv: Path, wheelhouse: Path, *, online: bool, dry_run: bool) -> Path:
     """Create ``venv`` and install into it unless its stamp is current; return its interpreter."""
     python = venv_python(venv)
     if stamp_is_current(venv):
-        print(f"{venv} is up to date (delete {venv / '.installed'} to reinstall)")
+        print(f"{venv} is up to date (delete {venv / STAMP} to reinstall)")
         return python
     if not python.exists():
         _run([sys.executable, "-m", "venv", str(venv)], dry_run=dry_run)
@@ -110,7 +115,7 @@ def setup(venv: Path, wheelhouse: Path, *, online: bool, dry_run: bool) -> Path:
           "installing from the package index (a `wheelhouse/` folder would be used offline)")
     _run(install_command(python, wheelhouse if offline else None), dry_run=dry_run)
     if not dry_run:
-        (venv / ".installed").touch()
+        (venv / STAMP).touch()
     return python
 
 
