@@ -119,7 +119,7 @@ def largest_fitting(fits: Callable[[int], bool], *, start: int = 1,
     return good, tried
 
 
-def collective_rows(records: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+def collective_rows(records: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[dict[Any, Any]]:
     """Line the ranks' flight-recorder entries up by collective sequence number.
 
     Args:
@@ -140,7 +140,12 @@ def collective_rows(records: Mapping[int, Sequence[Mapping[str, Any]]]) -> list[
             shapes = ", ".join(str(list(s)) for s in e["input_sizes"])
             ops.setdefault(seq, {})[rank] = f"{e['profiling_name']} {shapes}"
     ranks = sorted(records)
-    return [{"seq": seq, **{r: ops[seq].get(r, "—") for r in ranks}} for seq in sorted(ops)]
+    rows: list[dict[Any, Any]] = []
+    for seq in sorted(ops):
+        row: dict[Any, Any] = {"seq": seq}
+        row.update({r: ops[seq].get(r, "—") for r in ranks})
+        rows.append(row)
+    return rows
 
 
 def first_divergence(rows: Sequence[Mapping[Any, Any]]) -> int | None:

@@ -12,7 +12,7 @@ Run: ``torchrun --standalone --nproc-per-node=2 fsdp_checkpoint.py --ckpt DIR --
    only; ``get_model_state_dict(full_state_dict=True)`` gathers full tensors.
 4. ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``: the forward computes in
    bf16, the sharded parameters and their gradients stay fp32.
-5. ``reshard_after_forward`` True vs False: the peak bytes of one training step.
+5. ``reshard_after_forward`` True vs False: the peak bytes of one forward and backward.
 """
 
 import argparse
@@ -84,7 +84,8 @@ def save(model, opt, path) -> None:
 
 def load(model, opt, path) -> None:
     state = {"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, opt)}
-    dcp.load(state, checkpoint_id=path)             # reads the shards this rank needs
+    dcp.load(state, checkpoint_id=path,             # reads the shards this rank needs
+             no_dist=not dist.is_initialized())     # also in one plain process
     set_model_state_dict(model, state["model"])
     set_optimizer_state_dict(model, opt, state["optim"])
 # endregion
@@ -167,13 +168,13 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     # 5. reshard_after_forward: full parameters kept from forward to backward, or freed
     peaks = {}
     for flag in (True, False):
-        def one_step(flag=flag):
-            m = shard(build_model(args.width, args.layers, seed=0).to(dev), mesh,
-                      reshard_after_forward=flag)
-            x, y = data[0]
-            nn.functional.cross_entropy(m(x), y).backward()
+        m = shard(build_model(args.width, args.layers, seed=0).to(dev), mesh,
+                  reshard_after_forward=flag)
+        x, y = data[0]
         dist.barrier()
-        _, peaks[str(flag)] = ak.memory.measured_peak_bytes(one_step, dev)
+        _, peaks[str(flag)] = ak.memory.measured_peak_bytes(   # forward + backward only
+            lambda m=m, x=x, y=y: nn.functional.cross_entropy(m(x), y).backward(), dev)
+        del m
         gc.collect()
 
     ak.dist.save_json({
