@@ -218,7 +218,10 @@ _NO_TRITON = Claim(None, "Triton, torch.compile's GPU backend, needs compute cap
 #: at 0.5x-0.55x of fp32 (bf16 0.08 vs fp32 0.15 TFLOP/s, steady over minutes; its verified
 #: record, 0.533x), a 2-core AMD EPYC Zen 4 (family 25 model 17) at 2.9x (bf16 0.39-0.41 vs fp32
 #: 0.10-0.14 TFLOP/s, five 0.5 s runs, torch 2.13: issue 27), oneDNN's brg_matmul:avx512_core_bf16
-#: kernel running it there (ONEDNN_VERBOSE=1).
+#: kernel running it there (ONEDNN_VERBOSE=1).  Re-measured on that Zen 4 on 2026-12-03 while
+#: other jobs shared its 2 cores (load 4-5), so indicative only: 3.9x-4.6x in five compares of 12
+#: pairs (fp32 0.028-0.035, bf16 0.117-0.135 TFLOP/s: load slows fp32 more), the same kernel;
+#: no floor is taken from it (the measured path's floor is 1x, re-checked on every machine).
 XEON_VM_BF16 = "0.55x of fp32 on a 2-core Xeon VM that hides AMX"
 ZEN4_BF16 = ("2.9x on a 2-core AMD EPYC Zen 4 (oneDNN's brg_matmul:avx512_core_bf16 kernel), "
              "1024² matmul, torch 2.13")
