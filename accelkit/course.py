@@ -190,7 +190,7 @@ def doctor(hardware_name: str | None = None,
 
     Example: ``print(ak.course.doctor("t4"))``
     """
-    from accelkit import config, env, hardware
+    from accelkit import config, env, hardware, precision
 
     if hardware_name == "list":
         return env.class_list()
@@ -209,7 +209,8 @@ def doctor(hardware_name: str | None = None,
         lines += [f"| {r.notebook} | {r.need} | {'yes' if r.met else 'no'} | {r.note} |"
                   for r in rows]
     lines += ["", f"Size profile: {config.profile()}", "",
-              env.class_card(hardware.for_device(), heading="## This machine's hardware class")]
+              env.class_card(hardware.for_device(), heading="## This machine's hardware class",
+                             path=precision.amp_path())]  # a class whose CPUs disagree: measured
     if rows:  # last, so the end of the output answers "is this machine ready?"
         lines += ["", "## Ready? (one line per notebook, for this machine)", ""] + readiness(rows)
     return "\n".join(lines)
