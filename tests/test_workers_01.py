@@ -38,3 +38,18 @@ def test_dp_worker_fits_two_regimes_and_holds_out_sizes(tmp_path):
     assert r["grad_bytes"] in held and not fitted & held   # the check predicts unseen sizes
     assert r["latency_s"] >= 0 and r["bus_gbps"] > 0 and r["crossover_bytes"] > 0
     assert 0.5 < r["halving_ratio"] < 1.0
+
+
+@pytest.mark.slow
+def test_pipeline_worker_equals_the_unsplit_model_on_this_torch(tmp_path):
+    # torch 2.9 (Colab's TPU runtime) aborted in the first step's handshake under gloo and
+    # refuses m < p; the worker must still check equality and time every m it may run
+    r = launch.torchrun(scripts.worker_script("pipeline_parallel.py"),
+                        ["--dim", 64, "--batch", 32, "--microbatches", 2, "--sweep", 1, 2, 4,
+                         "--repeats", 1], nproc=2, timeout_s=180, stream=False,
+                        env={"CUDA_VISIBLE_DEVICES": ""}, out=tmp_path / "pp.json").read_json()
+    assert r["max_abs_err"] <= 1e-5
+    ran, refused = [s["m"] for s in r["sweep"]], [s["m"] for s in r["refused"]]
+    assert sorted(ran + refused) == [1, 2, 4] and {2, 4} <= set(ran)  # only m < p may be refused
+    assert all("microbatches" in s["reason"].lower() for s in r["refused"])
+    assert len(r["timeline"]) == 2 and all(s["runs"] for s in r["sweep"])

@@ -7,6 +7,11 @@ all micro-batches forward through the stages, then all backward (GPipe, Huang et
 sending activations and their gradients between neighbours.  Loss and gradients must
 equal the unsplit model's.  Then the step is timed for several micro-batch counts m: with
 p stages, a stage idles for (p-1) of the (m+p-1) slots, the bubble.
+
+Across torch versions: torch 2.9's single-stage schedules refuse m < p (a ValueError; later
+versions keep that rule for 1F1B only), so the sweep lists such m under ``"refused"`` with the
+reason; and torch 2.9's first-step handshake aborts under gloo, which
+:func:`match_handshake_dtypes` works around.
 """
 
 import argparse
@@ -17,6 +22,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.distributed import pipelining
 from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
 import accelkit as ak
@@ -94,8 +100,40 @@ def main() -> None:
     args = ap.parse_args()
     if args.microbatches not in args.sweep:
         raise ValueError(f"--microbatches {args.microbatches} must be one of --sweep {args.sweep}")
+    match_handshake_dtypes()  # torch 2.9's handshake aborts under gloo; see the docstring
     with ak.dist.session() as info:  # the group is torn down even when run() raises
         run(args, info)
+
+
+def match_handshake_dtypes() -> None:
+    """Make a pipeline stage's first-step handshake send and receive one dtype, where it does not.
+
+    From torch 2.9.0 (pytorch/pytorch#160210) a schedule's first step exchanges a dummy tensor
+    with each neighbouring stage, to set up the P2P communicators: it sends
+    ``torch.tensor(stage_index)`` (int64, 8 bytes) into ``torch.zeros(1)`` (float32, 4 bytes).
+    NCCL does not check the size; gloo aborts the process ("op.preamble.length <= op.nbytes.
+    8 vs 4 ... collective mismatch").  PyTorch fixed it by sending float32 (pytorch/pytorch#165539,
+    issue #165143); torch 2.9.x on CPU (Colab's TPU runtime) still has it.
+
+    No public API reaches the handshake, so this wraps the private
+    ``_get_init_p2p_neighbors_ops``, and the wrapper changes nothing unless a send and a receive
+    of the handshake disagree in dtype (so on a fixed torch it is a no-op); where the private
+    method is gone (a later torch), nothing is wrapped.  The handshake's values are never read.
+    """
+    base = pipelining.stage._PipelineStageBase
+    original = getattr(base, "_get_init_p2p_neighbors_ops", None)
+    if original is None or getattr(original, "_accelkit_matched", False):
+        return
+
+    def matched(self: Any) -> list:
+        ops = original(self)
+        if len({op.tensor.dtype for op in ops}) > 1:  # torch 2.9: int64 sent, float32 received
+            for op in ops:
+                op.tensor = op.tensor.to(torch.float32).reshape(1)
+        return ops
+
+    matched._accelkit_matched = True  # type: ignore[attr-defined]
+    base._get_init_p2p_neighbors_ops = matched
 
 
 MakeSchedule = Callable[[int], tuple[nn.Module, ScheduleGPipe]]
@@ -126,9 +164,10 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     # endregion
 
     max_err = check_against_unsplit(args, info, make_schedule, step, x, target, loss_fn)
-    sweep, timeline = bubble_sweep(args, info, make_schedule, step)
-    ak.dist.save_json({"world_size": p, "max_abs_err": max_err, "sweep": sweep,
-                       "microbatches": args.microbatches, "timeline": timeline}, args.out)
+    sweep, timeline, refused = bubble_sweep(args, info, make_schedule, step)
+    ak.dist.save_json({"world_size": p, "max_abs_err": max_err, "sweep": sweep, "refused": refused,
+                       "microbatches": args.microbatches, "timeline": timeline,
+                       "torch": torch.__version__}, args.out)
 
 
 def check_against_unsplit(args: argparse.Namespace, info: ak.dist.RankInfo,
@@ -155,8 +194,9 @@ def check_against_unsplit(args: argparse.Namespace, info: ak.dist.RankInfo,
 
 
 def bubble_sweep(args: argparse.Namespace, info: ak.dist.RankInfo,
-                 make_schedule: MakeSchedule, step: Step) -> tuple[list[dict], list]:
-    """Idle fraction per m in ``args.sweep``, and every stage's timeline at ``args.microbatches``.
+                 make_schedule: MakeSchedule, step: Step) -> tuple[list[dict], list, list[dict]]:
+    """Idle fraction per m in ``args.sweep``, every stage's timeline at ``args.microbatches``,
+    and the m values this torch refused (``{"m", "reason"}``).
 
     Measured as GPipe defines the bubble: the idle share of the *schedule's span*, from the
     common start (every rank leaves a barrier together) to the end of the last computation on
@@ -165,9 +205,16 @@ def bubble_sweep(args: argparse.Namespace, info: ak.dist.RankInfo,
     computation and undercount the last stage's wait.)
     """
     p = info.world_size
-    sweep, gathered = [], [None] * p
+    sweep, gathered, refused = [], [None] * p, []
     for m in args.sweep:
-        module, schedule = make_schedule(m)
+        try:
+            module, schedule = make_schedule(m)
+        except ValueError as exc:  # torch 2.9 refuses m < p in every single-stage schedule
+            if m >= p:
+                raise
+            refused.append({"m": m, "reason": str(exc)})
+            ak.dist.print0(f"m={m}: refused by torch {torch.__version__}: {exc}")
+            continue
         clock = BusyClock(module, info.device)
         idle = []
         for i in range(args.repeats + 1):          # the first step is a warm-up
@@ -189,7 +236,7 @@ def bubble_sweep(args: argparse.Namespace, info: ak.dist.RankInfo,
                       "measured": statistics.median(idle), "runs": idle})
         ak.dist.print0(f"m={m}: bubble predicted {sweep[-1]['predicted']:.2f}, "
                        f"measured {sweep[-1]['measured']:.2f}")
-    return sweep, gathered
+    return sweep, gathered, refused
 
 if __name__ == "__main__":
     main()
