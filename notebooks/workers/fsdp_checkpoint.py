@@ -12,7 +12,8 @@ Run: ``torchrun --standalone --nproc-per-node=2 fsdp_checkpoint.py --ckpt DIR --
    only; ``get_model_state_dict(full_state_dict=True)`` gathers full tensors.
 4. ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``: the forward computes in
    bf16, the sharded parameters and their gradients stay fp32.
-5. ``reshard_after_forward`` True vs False: the peak bytes of one forward and backward.
+5. ``reshard_after_forward`` True vs False: the bytes of unsharded parameters held between
+   forward and backward.
 """
 
 import argparse
@@ -31,6 +32,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
 
 import accelkit as ak
 
@@ -165,16 +167,18 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     del mp_model, mp_opt
     gc.collect()
 
-    # 5. reshard_after_forward: full parameters kept from forward to backward, or freed
-    peaks = {}
+    # 5. reshard_after_forward: full parameters kept from forward to backward, or freed.
+    # Between the two, an unsharded parameter is a plain tensor, a resharded one a DTensor.
+    kept = {}
     for flag in (True, False):
         m = shard(build_model(args.width, args.layers, seed=0).to(dev), mesh,
                   reshard_after_forward=flag)
         x, y = data[0]
-        dist.barrier()
-        _, peaks[str(flag)] = ak.memory.measured_peak_bytes(   # forward + backward only
-            lambda m=m, x=x, y=y: nn.functional.cross_entropy(m(x), y).backward(), dev)
-        del m
+        loss = nn.functional.cross_entropy(m(x), y)
+        kept[str(flag)] = sum(p.numel() * p.element_size() for p in m.parameters()
+                              if not isinstance(p, DTensor))
+        loss.backward()
+        del m, loss
         gc.collect()
 
     ak.dist.save_json({
@@ -182,7 +186,7 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         "losses": losses, "resumed_losses": resumed,
         "state_dict_kinds": kinds, "rank0_state_dict_numel": local, "full_numel": full,
         "mixed": {"seen": seen, "losses": mp_losses, "error": mp_error},
-        "peak_bytes_reshard": peaks,
+        "unsharded_bytes_after_forward": kept,
         "param_bytes_full": sum(p.numel() * 4 for p in build_model(args.width, args.layers, 0)
                                 .parameters()),
     }, args.out)
