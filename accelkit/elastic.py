@@ -19,6 +19,13 @@ when it raises that, writes ``failures`` as JSON to ``$ACCELKIT_FAILURE_REPORT``
 killed by a signal writes no error file: its exit code still comes from the agent's report;
 without a report (the agent itself was killed) it is unknown.
 
+torch before 2.10 records in ``failures`` only the workers that had failed when the agent
+noticed the first failure, not the others it then stopped or that failed a moment later
+(torch 2.10 reads their exit codes after stopping them: pytorch/pytorch#160908).  A rank whose
+peer timed out in a collective fails on its own a moment later and writes an error file too;
+:func:`read_failures` adds such ranks from their error files beside the reported ones, with
+the exit code and pid unknown (None), so a hang's report names every rank on every torch.
+
 Nothing here parses torchrun's human-readable messages.  Launching and the failure summary
 live in :mod:`accelkit.launch`; the code that runs inside workers in :mod:`accelkit.dist`.
 """
@@ -46,8 +53,9 @@ class RankFailure:
     Attributes:
         rank: global rank.
         local_rank: rank on its node.
-        exitcode: exit status (negative: killed by that signal).
-        pid: process id.
+        exitcode: exit status (negative: killed by that signal); None when the agent did not
+            record it (a rank read from its error file only, see :func:`read_failures`).
+        pid: process id; None when the agent did not record it.
         timestamp: seconds since the epoch: when the error file was written (its
             modification time, finer than the whole seconds inside it), else when the agent
             noticed the failure.
@@ -58,8 +66,8 @@ class RankFailure:
 
     rank: int
     local_rank: int
-    exitcode: int
-    pid: int
+    exitcode: int | None
+    pid: int | None
     timestamp: float
     error_file: Path | None = None
     message: str = ""
@@ -67,8 +75,8 @@ class RankFailure:
 
     @property
     def signal_name(self) -> str | None:
-        """``"SIGKILL"`` etc. for a worker killed by a signal, else None."""
-        if self.exitcode >= 0:
+        """``"SIGKILL"`` etc. for a worker killed by a signal, else None (also when unknown)."""
+        if self.exitcode is None or self.exitcode >= 0:
             return None
         try:
             return signal.Signals(-self.exitcode).name
@@ -109,10 +117,41 @@ def _failure(rank: int, row: dict[str, Any]) -> RankFailure:
                        error_file=error_file, message=message, traceback=tb)
 
 
+def _unreported(reported: dict[int, RankFailure]) -> dict[int, RankFailure]:
+    """Ranks with an error file beside a reported rank's that the agent's report leaves out.
+
+    An agent's error files lie in ``<attempt>/<local rank>/<name>``, and a node's global
+    ranks are its first global rank plus the local rank, so one reported rank with an error
+    file places its node's others.  Only files holding an exception count.
+    """
+    found: dict[int, RankFailure] = {}
+    for f in reported.values():
+        if f.error_file is None:
+            continue
+        attempt, first = f.error_file.parent.parent, f.rank - f.local_rank
+        try:
+            folders = [d for d in attempt.iterdir() if d.is_dir() and d.name.isdigit()]
+        except OSError:
+            continue
+        for folder in folders:
+            rank, path = first + int(folder.name), folder / f.error_file.name
+            if rank in reported or rank in found or not path.is_file():
+                continue
+            message, tb = read_error_file(path)
+            if message or tb:
+                found[rank] = RankFailure(rank=rank, local_rank=int(folder.name), exitcode=None,
+                                          pid=None, timestamp=path.stat().st_mtime,
+                                          error_file=path, message=message, traceback=tb)
+    return found
+
+
 def read_failures(reports: Iterable[str | os.PathLike[str]]) -> dict[int, RankFailure]:
     """Join the failure reports :func:`main` wrote (one per agent) with the error files.
 
     Missing reports are skipped (an agent that succeeded, or that was killed, wrote none).
+    A rank the report leaves out but whose error file lies beside a reported rank's (torch
+    before 2.10 reports only the ranks failed when the agent noticed the first; see the
+    module docstring) is added with ``exitcode`` and ``pid`` None.
 
     Returns:
         The failed workers by global rank, sorted by rank.
@@ -125,6 +164,7 @@ def read_failures(reports: Iterable[str | os.PathLike[str]]) -> dict[int, RankFa
             continue
         for rank, row in rows.items():
             found[int(rank)] = _failure(int(rank), row)
+    found.update(_unreported(found))
     return dict(sorted(found.items()))
 
 

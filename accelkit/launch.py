@@ -99,7 +99,8 @@ def _read_torchrun_outcome(result: LaunchResult, reports: list[Path], world: int
     if all(rc == 0 for rc in result.returncodes) and not result.timed_out:
         result.exit_codes = {r: 0 for r in range(world)}
     else:
-        result.exit_codes = {r: f.exitcode for r, f in result.failures.items()}
+        result.exit_codes = {r: f.exitcode for r, f in result.failures.items()
+                             if f.exitcode is not None}  # None: read from its error file only
     result.failed_rank = None if result.timed_out else elastic.root_cause(result.failures)
     root = result.failed_rank
     if root is not None and not result.logs.get(root) and result.log_dir is not None:

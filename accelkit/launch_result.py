@@ -201,10 +201,13 @@ class LaunchResult:
         rank = self.failed_rank
         if rank is not None:
             lines += self._failed_rank_lines(rank)
-        others = {r: c for r, c in sorted(self.exit_codes.items()) if r != rank}
+        known: dict[int, int | None] = {r: None for r in self.failures}  # no code: unknown
+        others = {r: c for r, c in sorted({**known, **self.exit_codes}.items()) if r != rank}
         if others:
             lines.append("other ranks: " + ", ".join(
-                f"rank {r} {procs.describe_exit(c)}" for r, c in others.items()))
+                f"rank {r} " + ("recorded an error (its exit code went unrecorded: torch "
+                                "before 2.10)" if c is None and r in self.failures
+                                else procs.describe_exit(c)) for r, c in others.items()))
         lines += self._where_lines()
         if rank is None and not self.timed_out:
             lines.append(f"launcher exit codes {self.returncodes}; launcher output:")

@@ -64,6 +64,54 @@ def test_read_failures_joins_reports_and_error_files(tmp_path):
     assert elastic.root_cause({}) is None
 
 
+def _error_file(path, message, frames=""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"message": {"message": message, "extraInfo": {
+        "py_callstack": f"Traceback (most recent call last):\n{frames}{message}\n",
+        "timestamp": "1"}}}))
+    return path
+
+
+def test_read_failures_adds_ranks_the_agent_left_out_from_their_error_files(tmp_path):
+    # torch 2.9's agent reports only the rank it saw fail first (seen on Colab's TPU-runtime
+    # versions: rank 1 timed out in the barrier, rank 0's "closed by peer" left out)
+    attempt = tmp_path / "run" / "attempt_0"
+    timed = _error_file(attempt / "1" / "error.json", "RuntimeError: Timed out waiting 3000ms",
+                        '  File "dist.py", line 285, in teardown\n    dist.barrier()\n')
+    peer = _error_file(attempt / "0" / "error.json",
+                       "RuntimeError: Connection closed by peer [127.0.0.1]:1")
+    (attempt / "2").mkdir()  # a rank that wrote no error file: nothing is made up for it
+    (attempt / "3").mkdir()
+    (attempt / "3" / "error.json").write_text('{"message": ""}')  # empty: not a failure
+    report = tmp_path / "agent0.json"
+    report.write_text(json.dumps({"failures": {"1": {
+        "local_rank": 1, "pid": 12, "exitcode": 1, "error_file": str(timed), "timestamp": 2}}}))
+    failures = elastic.read_failures([report])
+    assert list(failures) == [0, 1]
+    assert failures[0].error_file == peer and failures[0].message.endswith("closed by peer [127.0.0.1]:1")
+    assert failures[0].exitcode is None and failures[0].pid is None
+    assert failures[0].signal_name is None
+    assert failures[1].exitcode == 1 and failures[1].pid == 12
+    assert elastic.root_cause(failures) == 1  # the peer-gone rank is not the cause
+
+
+def test_read_failures_places_left_out_ranks_on_their_node(tmp_path):
+    # the second agent (node 1, 2 ranks per node) reported global rank 3 = its local rank 1
+    attempt = tmp_path / "node1run" / "attempt_0"
+    reported = _error_file(attempt / "1" / "error.json", "ValueError: boom")
+    _error_file(attempt / "0" / "error.json", "RuntimeError: Connection reset by peer")
+    report = tmp_path / "agent1.json"
+    report.write_text(json.dumps({"failures": {"3": {
+        "local_rank": 1, "pid": 7, "exitcode": 1, "error_file": str(reported), "timestamp": 2}}}))
+    failures = elastic.read_failures([report])
+    assert list(failures) == [2, 3] and failures[2].local_rank == 0
+    # a report without error files places nobody else
+    bare = tmp_path / "agent0.json"
+    bare.write_text(json.dumps({"failures": {"0": {
+        "local_rank": 0, "pid": 7, "exitcode": -9, "error_file": "<N/A>", "timestamp": 2}}}))
+    assert list(elastic.read_failures([bare])) == [0]
+
+
 def test_root_cause_without_error_files_prefers_a_real_signal_to_sigterm():
     def f(rank, code, stamp):
         return elastic.RankFailure(rank=rank, local_rank=rank, exitcode=code, pid=rank,

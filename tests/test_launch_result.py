@@ -27,6 +27,21 @@ def test_summary_of_a_recorded_failure_shows_what_came_before_the_traceback():
     assert unknown.summary().startswith("rank 2 failed first (exit code unknown)")
 
 
+def test_summary_names_a_rank_whose_exit_code_went_unrecorded():
+    # torch 2.9: the agent recorded rank 1 only; rank 0's error file was read beside it
+    tb = "Traceback (most recent call last):\nRuntimeError: Timed out\n"
+    timed = elastic.RankFailure(rank=1, local_rank=1, exitcode=1, pid=9, timestamp=1,
+                                message="RuntimeError: Timed out", traceback=tb)
+    peer = elastic.RankFailure(rank=0, local_rank=0, exitcode=None, pid=None, timestamp=1,
+                               message="RuntimeError: Connection closed by peer",
+                               traceback=tb.replace("Timed out", "Connection closed by peer"))
+    res = launch_result.LaunchResult("torchrun", [["x"]], exit_codes={1: 1}, returncodes=[1],
+                                     failed_rank=1, failures={0: peer, 1: timed})
+    assert not res.ok
+    assert ("other ranks: rank 0 recorded an error (its exit code went unrecorded: torch before "
+            "2.10)") in res.summary().splitlines()
+
+
 def test_spawn_error_quotes_the_last_traceback_of_the_childrens_stderr():
     stderr = "noise\nTraceback (most recent call last):\n  File \"x.py\", line 1\nAttributeError: f\n"
     err = launch_result.spawn_error(ValueError("child failed"), stderr)
