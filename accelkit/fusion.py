@@ -15,7 +15,10 @@ output once.  On a bandwidth-bound machine the time is ``bytes / bandwidth``, so
   produces (to count graph breaks and recompilations without paying for code generation);
   :func:`without_cxx_compiler` shows what inductor does on a CPU with no C++ compiler.
 * :func:`timed_compile` times a first call and reads Inductor's cache counters (an FX-graph
-  cache hit is a *warm* compile); :func:`cold_and_warm` times both in a fresh cache folder.
+  cache hit is a *warm* compile) and the code it generated or loaded (vectorized or not);
+  :func:`cold_and_warm` times both in a fresh cache folder.
+* :func:`reuse_freed_memory` (glibc) keeps freed memory for reuse instead of returning it to
+  the OS: inside it a fresh output costs no page faults, which measures what they cost.
 
 Elsewhere: the evidence of what TensorFlow and XLA really ran (optimized-HLO fusions, kernel
 traces) is :mod:`accelkit.tf_trace`; timing is :mod:`accelkit.bench`.
@@ -287,6 +290,60 @@ def without_cxx_compiler(name: str = "no-such-c++") -> Iterator[None]:
         inductor_config.cpp.cxx = old
 
 
+# ----------------------------------------------------------------------------- fresh memory
+# glibc's mallopt(3) parameters and their defaults (malloc/malloc.c): large blocks (>= 128 KiB,
+# adjusted up to 32 MiB) are mmap(2)ed and returned to the kernel on free; freed heap top
+# above 128 KiB is trimmed.
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+_GLIBC_DEFAULTS = {_M_TRIM_THRESHOLD: 128 * 1024, _M_MMAP_MAX: 65536}
+
+
+@contextlib.contextmanager
+def reuse_freed_memory() -> Iterator[bool]:
+    """Let freed memory be reused instead of handed back to the OS (Linux with glibc only).
+
+    By default glibc's ``malloc`` (under PyTorch's and TensorFlow's CPU allocators) gives
+    a block as large as one of notebook 03's 128 MiB tensors its own ``mmap`` and returns it
+    to the kernel when it is freed, so the next such block is fresh memory again: the first
+    write to each of its 4 KiB pages faults and the kernel zeroes the page (~57 ms per
+    128 MiB measured in notebook 03, several times a copy of the same bytes).  Inside this
+    block ``mallopt(M_MMAP_MAX, 0)`` and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)`` make large
+    blocks come from the heap and stay there when freed, so an allocation of the same size
+    reuses pages already mapped; on exit both go back to glibc's defaults (128 KiB trim
+    threshold, 65536 mmaps: glibc's ``malloc/malloc.c``) and ``malloc_trim(0)`` hands the
+    memory freed meanwhile back to the OS (a block of that size may still be carved from the
+    heap's free space later, its pages faulted in afresh).  It changes how memory is obtained, never what is
+    computed: use it to measure what fresh allocations cost (compare a timing inside with
+    one outside), not in production code.
+
+    Yields:
+        ``True`` when the settings were applied; ``False`` (and nothing changed) where
+        there is no glibc (macOS, Windows, musl) or ``mallopt`` refused.
+
+    Example: ``with ak.fusion.reuse_freed_memory() as on: t = ak.bench.measure(fn)``
+    """
+    import ctypes
+    import platform
+    import sys
+
+    libc = None
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        try:
+            libc = ctypes.CDLL("libc.so.6")
+        except OSError:  # pragma: no cover - a glibc without the usual soname
+            libc = None
+    applied = libc is not None and all(
+        libc.mallopt(param, value) == 1
+        for param, value in ((_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**30)))
+    try:
+        yield applied
+    finally:
+        if libc is not None:
+            for param, value in _GLIBC_DEFAULTS.items():
+                libc.mallopt(param, value)
+            libc.malloc_trim(0)  # hand the memory freed meanwhile back to the OS
+
+
 # ----------------------------------------------------------------------------- compile caches
 @dataclass(frozen=True)
 class CompileRecord:
@@ -302,11 +359,26 @@ class CompileRecord:
     seconds: float
     fx_graph: str
     aot_autograd: str
+    code: tuple[str, ...] = ()
 
     @property
     def warm(self) -> bool:
         """True when the compiled graph came from the on-disk FX-graph cache."""
         return self.fx_graph == "hit"
+
+    @property
+    def vectorized(self) -> bool | None:
+        """Whether Inductor's C++ (CPU) kernels use SIMD vectors, read from :attr:`code`.
+
+        ``True`` when the code uses ATen's vector type (``at::vec::Vectorized``), ``False``
+        when it holds C++ kernels without it (one element per instruction: a kernel built for
+        no vector ISA, or served from a cache that a process without one wrote), ``None``
+        when there is no C++ kernel to read (no code captured, or Triton kernels on a GPU).
+        """
+        cpp = [c for c in self.code if "cpp_fused" in c or "extern \"C\"" in c]
+        if not cpp:
+            return None
+        return any("at::vec::Vectorized" in c for c in cpp)
 
     def __str__(self) -> str:
         state = {"hit": "warm (FX-graph cache hit)", "miss": "cold (FX-graph cache miss)",
@@ -329,10 +401,15 @@ def timed_compile(call: Callable[[], Any], *, device: Any = None) -> CompileReco
     (Inductor's on-disk FX-graph cache, ``torch._inductor.config.fx_graph_cache``) and
     ``autograd_cache_hit/miss/bypass`` (AOTAutograd's, ``torch._functorch.config.
     enable_autograd_cache``).  A hit means this graph was compiled before, in this or an
-    earlier process, and only loaded now.
+    earlier process, and only loaded now.  The source code Inductor generated or loaded for
+    the call is kept too (:attr:`CompileRecord.code`, read as ``torch._inductor.utils.
+    run_and_get_code`` does, without its ``torch._dynamo.reset()``), so a caller can check
+    what kernel it got (:attr:`CompileRecord.vectorized`); where this torch has no such hook
+    the code is ``()``.
 
     Args:
-        call: calls the compiled function once (e.g. ``lambda: f(x)``).
+        call: calls the compiled function once, its first call (e.g. ``lambda: f(x)``); a
+            later call compiles nothing, so it records no cache state and no code.
         device: the device to synchronise (see :func:`accelkit.bench.time_once`).
 
     Example: ``timed_compile(lambda: torch.compile(fn)(x)).warm``
@@ -346,11 +423,34 @@ def timed_compile(call: Callable[[], Any], *, device: Any = None) -> CompileReco
                 for k, v in counters[group].items()}
 
     before = snapshot()
-    seconds = bench.time_once(call, device=device)
+    with _output_code() as code:
+        seconds = bench.time_once(call, device=device)
     after = snapshot()
     delta = {k: v - before.get(k, 0) for k, v in after.items()}
     return CompileRecord(seconds, _cache_state(delta, "fxgraph_cache"),
-                         _cache_state(delta, "autograd_cache"))
+                         _cache_state(delta, "autograd_cache"), tuple(code))
+
+
+@contextlib.contextmanager
+def _output_code() -> Iterator[list[str]]:
+    """Collect the source code Inductor saves for each graph compiled or loaded meanwhile
+    (``GraphLowering.save_output_code``, the hook ``run_and_get_code`` uses); empty where
+    this torch has no such hook."""
+    code: list[str] = []
+    try:
+        from torch._inductor.graph import GraphLowering
+    except ImportError:  # pragma: no cover - torch without Inductor
+        yield code
+        return
+    if not hasattr(GraphLowering, "save_output_code"):  # pragma: no cover - other torch
+        yield code
+        return
+    old = GraphLowering.save_output_code
+    GraphLowering.save_output_code = code.append  # a class attribute, called unbound
+    try:
+        yield code
+    finally:
+        GraphLowering.save_output_code = old
 
 
 def cold_and_warm(fn: Callable[..., Any], *args: Any, device: Any = None,
@@ -398,6 +498,7 @@ __all__ = [
     "chain_bytes",
     "cold_and_warm",
     "predict_fusion",
+    "reuse_freed_memory",
     "timed_compile",
     "without_cxx_compiler",
 ]

@@ -26,10 +26,15 @@ _HLO_ITEMSIZE = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16":
                  "f64": 8, "c64": 8, "c128": 16}
 _HLO_ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,]*)\]")
 _HLO_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([\w\-]+)\((.*?)\)(.*)$")
+_HLO_HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*\(")  # a computation's first line
+_HLO_NO_WORK = ("parameter", "constant", "tuple", "get-tuple-element", "bitcast")
+_HLO_MAX_DEPTH = 8  # calls inside calls followed at most this deep
 
 
 def hlo_shape_bytes(shape: str) -> int:
     """Return the bytes of an HLO shape: ``"f32[32768,1024]{1,0}"``, a tuple of them, ``"f32[]"``.
+
+    Element types this module does not know (``token[]``, ``s4``) count 0 bytes.
 
     Example: ``hlo_shape_bytes("(f32[4,2]{1,0}, bf16[8]{0})")  # 48``
     """
@@ -63,47 +68,105 @@ class HloFusion:
         return self.operand_bytes + self.result_bytes
 
 
+@dataclass(frozen=True)
+class _Instr:
+    name: str
+    shape: str
+    opcode: str
+    operands: tuple[str, ...]
+    rest: str
+
+
+def _hlo_computations(hlo_text: str) -> tuple[dict[str, list[_Instr]], str | None]:
+    """Split an HLO module's text into its computations' instructions; return them and the
+    name of the ``ENTRY`` computation (``None`` without one)."""
+    comps: dict[str, list[_Instr]] = {}
+    entry, current = None, None
+    for line in hlo_text.splitlines():
+        header = _HLO_HEADER.match(line) if line[:1] not in (" ", "\t") else None
+        if header and line.rstrip().endswith("{"):  # "%name (params) -> shape {", at column 0
+            current = header.group(2)
+            comps[current] = []
+            if header.group(1):
+                entry = current
+            continue
+        if line.strip() == "}":
+            current = None
+            continue
+        m = _HLO_INSTR.match(line) if current is not None else None
+        if m is None or current is None:
+            continue
+        name, shape, opcode, operands, rest = m.groups()
+        names = (tuple(re.findall(r"%([\w.\-]+)", operands)) if "%" in operands else
+                 tuple(o.strip().split()[-1] for o in operands.split(",") if o.strip()))
+        comps[current].append(_Instr(name, shape, opcode, names, rest))
+    return comps, entry
+
+
 def hlo_fusions(hlo_text: str) -> tuple[list[HloFusion], list[str]]:
-    """Read the fusions (and the other work) of an optimized HLO module's entry computation.
+    """Read the fusions (and the other work) an optimized HLO module's entry computation runs.
 
     Get the text with ``tf.function(f, jit_compile=True).experimental_get_compiler_ir(*args)
     (stage="optimized_hlo")`` (or ``jax.jit(f).lower(*args).compile().as_text()``).
+
+    Two layouts of the entry are read (both printed by TensorFlow's XLA on a CPU):
+
+    * the fusion is an instruction of the ``ENTRY`` computation (TensorFlow 2.21,
+      ``ROOT %broadcast_multiply_fusion = f32[...] fusion(%arg0.1, %arg1.1), kind=kLoop``);
+    * the entry ``call``\\ s a computation that holds the fusion (TensorFlow 2.20's XLA wraps a
+      loop it splits across threads in ``%parallel_broadcast_multiply_fusion``:
+      ``ROOT %call = f32[...] call(%arg0.1, %arg1.2), to_apply=%parallel_...``).  The
+      instructions of a called computation are read as if they were the entry's (calls inside
+      calls too, up to 8 deep); the ``call`` itself is not counted as work.
 
     Args:
         hlo_text: the HLO module as text.
 
     Returns:
-        ``(fusions, others)``: one :class:`HloFusion` per ``fusion`` instruction of the
-        ``ENTRY`` computation, and the opcodes of the entry's other instructions that do work
-        (parameters, constants, tuples, bitcasts and copies-free views left out).
+        ``(fusions, others)``: one :class:`HloFusion` per ``fusion`` instruction the entry
+        runs (directly or through ``call``), in order, with the bytes of its operands and
+        result read from their shapes; and the opcodes of the other instructions that do
+        work (parameters, constants, tuples, get-tuple-element and bitcasts left out).  An
+        empty ``fusions`` means XLA fused nothing, or the text has a layout this function
+        does not know: check ``others`` (a ``while`` or ``conditional`` is not followed).
 
     Raises:
-        ValueError: when the text has no ``ENTRY`` computation.
+        ValueError: when the text has no ``ENTRY`` computation (not optimized HLO text), when
+            a ``call`` names a computation the text does not hold, or when a fusion's operand
+            has no shape in its computation (a layout this parser misreads): fix the text
+            or report the TensorFlow version.
 
     Example: ``fusions, others = hlo_fusions(text); sum(f.bytes for f in fusions)``
     """
-    lines = hlo_text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("ENTRY")), None)
-    if start is None:
-        raise ValueError("no ENTRY computation in this HLO text")
-    shapes: dict[str, str] = {}
-    fusions, others = [], []
-    for line in lines[start + 1:]:
-        if line.strip() == "}":
-            break
-        m = _HLO_INSTR.match(line)
-        if m is None:
-            continue
-        name, shape, opcode, operands, rest = m.groups()
-        shapes[name] = shape
-        if opcode == "fusion":
-            names = [o.strip().split()[-1].lstrip("%") for o in operands.split(",") if o.strip()]
-            kind = re.search(r"kind=(\w+)", rest)
-            fusions.append(HloFusion(name, kind.group(1) if kind else "",
-                                     sum(hlo_shape_bytes(shapes.get(n, "")) for n in names),
-                                     hlo_shape_bytes(shape)))
-        elif opcode not in ("parameter", "constant", "tuple", "get-tuple-element", "bitcast"):
-            others.append(opcode)
+    comps, entry = _hlo_computations(hlo_text)
+    if entry is None:
+        raise ValueError("no ENTRY computation in this HLO text (expected the text of "
+                         "experimental_get_compiler_ir(...)(stage='optimized_hlo'))")
+    fusions: list[HloFusion] = []
+    others: list[str] = []
+
+    def walk(name: str, depth: int) -> None:
+        shapes = {i.name: i.shape for i in comps[name]}
+        for ins in comps[name]:
+            if ins.opcode == "call" and depth < _HLO_MAX_DEPTH:
+                target = re.search(r"to_apply=%?([\w.\-]+)", ins.rest)
+                if target is None or target.group(1) not in comps:
+                    raise ValueError(f"HLO call {ins.name!r} in {name!r} names no computation "
+                                     f"of this text: {ins.rest[:120]!r}")
+                walk(target.group(1), depth + 1)
+            elif ins.opcode == "fusion":
+                missing = [o for o in ins.operands if o not in shapes]
+                if missing:
+                    raise ValueError(f"HLO fusion {ins.name!r} in {name!r}: operands {missing} "
+                                     "have no shape in that computation")
+                kind = re.search(r"kind=(\w+)", ins.rest)
+                fusions.append(HloFusion(ins.name, kind.group(1) if kind else "",
+                                         sum(hlo_shape_bytes(shapes[o]) for o in ins.operands),
+                                         hlo_shape_bytes(ins.shape)))
+            elif ins.opcode not in _HLO_NO_WORK:
+                others.append(ins.opcode)
+
+    walk(entry, 0)
     return fusions, others
 
 

@@ -1,4 +1,5 @@
-"""accelkit.fusion: byte accounting, predictions, graph recording, the no-compiler fallback."""
+"""accelkit.fusion: byte accounting, predictions, graph recording, the no-compiler fallback
+(XLA's HLO and TF traces: tests/test_tf_trace.py)."""
 
 import math
 import os
@@ -6,7 +7,7 @@ import os
 import pytest
 import torch
 
-from accelkit import fusion, tf_trace
+from accelkit import fusion
 
 
 def test_chain_bytes_counts_reads_and_writes():
@@ -116,42 +117,6 @@ def test_lazy_module_access():
     assert accelkit.fusion is fusion and accelkit.precision.__name__ == "accelkit.precision"
 
 
-# ----------------------------------------------------------------------------- evidence helpers
-_HLO = """HloModule m, is_scheduled=true
-
-%fused_computation (param_0.2: f32[4,8], param_1.5: f32[8]) -> f32[4,8] {
-  %param_0.2 = f32[4,8]{1,0} parameter(0)
-  %param_1.5 = f32[8]{0} parameter(1)
-  %b = f32[4,8]{1,0} broadcast(%param_1.5), dimensions={1}
-  ROOT %add.0 = f32[4,8]{1,0} add(%param_0.2, %b)
-}
-
-ENTRY %main (arg0.1: f32[4,8], arg1.1: f32[8]) -> (f32[4,8], bf16[4,8]) {
-  %arg0.1 = f32[4,8]{1,0} parameter(0), metadata={op_name="XLA_Args"}
-  %arg1.1 = f32[8]{0} parameter(1), metadata={op_name="XLA_Args"}
-  %broadcast_add_fusion = f32[4,8]{1,0} fusion(%arg0.1, %arg1.1), kind=kLoop, calls=%fused_computation
-  %convert.1 = bf16[4,8]{1,0} convert(%broadcast_add_fusion)
-  ROOT %tuple = (f32[4,8]{1,0}, bf16[4,8]{1,0}) tuple(%broadcast_add_fusion, %convert.1)
-}
-"""
-
-
-def test_hlo_shape_bytes():
-    assert tf_trace.hlo_shape_bytes("f32[32768,1024]{1,0}") == 32768 * 1024 * 4
-    assert tf_trace.hlo_shape_bytes("(f32[4,2]{1,0}, bf16[8]{0})") == 48
-    assert tf_trace.hlo_shape_bytes("f32[]") == 4
-
-
-def test_hlo_fusions_counts_fusions_bytes_and_other_ops():
-    fusions, others = tf_trace.hlo_fusions(_HLO)
-    assert [(f.name, f.kind) for f in fusions] == [("broadcast_add_fusion", "kLoop")]
-    assert fusions[0].operand_bytes == 4 * 8 * 4 + 8 * 4  # x and the bias
-    assert fusions[0].result_bytes == 4 * 8 * 4
-    assert others == ["convert"]  # unfused work is reported, views and tuples are not
-    with pytest.raises(ValueError):
-        tf_trace.hlo_fusions("HloModule m\n")
-
-
 def test_compile_record_reads_the_cache_state():
     assert fusion._cache_state({"fxgraph_cache_hit": 1}, "fxgraph_cache") == "hit"
     assert fusion._cache_state({"fxgraph_cache_hit": 1, "fxgraph_cache_miss": 1},
@@ -159,6 +124,67 @@ def test_compile_record_reads_the_cache_state():
     assert fusion._cache_state({}, "fxgraph_cache") == ""
     assert fusion.CompileRecord(1.0, "hit", "hit").warm
     assert "cold" in str(fusion.CompileRecord(1.0, "miss", "miss"))
+
+
+def test_compile_record_says_whether_the_cpu_kernel_is_vectorized():
+    vec = "cpp_fused_gelu_0 = ... auto tmp9 = at::vec::Vectorized<float>::loadu(in_ptr0); tmp9.erf();"
+    scalar = "cpp_fused_gelu_0 = ... auto tmp9 = in_ptr0[x0]; auto tmp10 = std::erf(tmp9);"
+    triton = "@triton.jit\ndef triton_poi_fused_gelu_0(in_ptr0, ...)"
+    assert fusion.CompileRecord(1.0, "hit", "hit", (vec,)).vectorized is True
+    assert fusion.CompileRecord(1.0, "hit", "hit", (scalar,)).vectorized is False
+    assert fusion.CompileRecord(1.0, "hit", "hit", (triton,)).vectorized is None
+    assert fusion.CompileRecord(1.0, "hit", "hit").vectorized is None  # no code captured
+
+
+def _mmapped_bytes() -> int:
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+            "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+    return libc.mallinfo2().hblkhd
+
+
+def test_reuse_freed_memory_keeps_large_blocks_off_mmap_and_restores_glibc():
+    import platform
+    import sys
+
+    if not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"):
+        with fusion.reuse_freed_memory() as on:
+            assert on is False  # nothing to change without glibc
+        return
+    n = 16 * 2**20  # 64 MiB of float32: above glibc's largest mmap threshold (32 MiB)
+    before = _mmapped_bytes()
+    t = torch.empty(n)
+    assert _mmapped_bytes() - before >= n * 4  # by default: its own mmap, unmapped on free
+    del t
+    with fusion.reuse_freed_memory() as on:
+        assert on is True
+        before = _mmapped_bytes()
+        t = torch.empty(n)
+        assert _mmapped_bytes() - before == 0  # from the heap, which keeps it when freed
+        del t
+    before = _mmapped_bytes()  # glibc's defaults are back: a block larger than any the heap
+    t = torch.empty(2 * n)  # kept gets its own mmap again
+    assert _mmapped_bytes() - before >= 2 * n * 4
+    del t
+
+
+@pytest.mark.slow
+def test_timed_compile_captures_the_generated_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+
+    def fn(t):
+        return torch.nn.functional.gelu(t + 1) * 0.5
+
+    record = fusion.timed_compile(lambda: torch.compile(fn)(torch.randn(64, 32)))
+    assert record.code and "gelu" in record.code[0]
+    if torch.backends.cpu.get_cpu_capability() != "DEFAULT":  # a CPU with vector units
+        assert record.vectorized is True
 
 
 @pytest.mark.slow
@@ -170,57 +196,6 @@ def test_cold_and_warm_compile_in_a_fresh_cache(tmp_path):
     assert (cold.fx_graph, warm.fx_graph) == ("miss", "hit")
     # the fresh folder is gone from the environment (Inductor may have set its default meanwhile)
     assert not os.environ.get("TORCHINDUCTOR_CACHE_DIR", "").startswith(str(tmp_path))
-
-
-@pytest.mark.slow
-def test_trace_tf_and_xla_hlo_of_a_chain(tmp_path):
-    tf = pytest.importorskip("tensorflow")
-
-    def chain(t):
-        return tf.nn.relu(t + 1.0) * 0.5
-
-    x = tf.random.normal((1024, 1024))  # large enough for the allocator to log allocations
-    graph = tf.function(chain)
-    graph(x)
-    trace = tf_trace.trace_tf(lambda: graph(x), root=str(tmp_path))
-    assert trace.op_types == ["AddV2", "Relu", "Mul"]  # one kernel per op, no fusion
-    from tensorflow.python.util import _pywrap_util_port
-
-    if _pywrap_util_port.IsMklEnabled():  # oneDNN's CPU allocator reports large buffers
-        assert trace.allocations is not None and 1 <= trace.allocations <= 3  # relu, mul in place
-    else:  # oneDNN off (as on an AVX2-only AMD EPYC): the plain CPU allocator reports none
-        assert trace.allocations is None
-    text = tf.function(chain, jit_compile=True).experimental_get_compiler_ir(x)(
-        stage="optimized_hlo")
-    fusions, others = tf_trace.hlo_fusions(text)
-    assert len(fusions) == 1 and not others
-    assert fusions[0].bytes == 2 * 1024 * 1024 * 4
-
-
-_ALLOC_SCRIPT = """
-import sys
-import tensorflow as tf
-from accelkit import tf_trace
-g = tf.function(lambda t: tf.nn.relu(t + 1.0) * 0.5)
-x = tf.random.normal((1024, 1024))
-g(x)
-print("allocations", tf_trace.trace_tf(lambda: g(x), root=sys.argv[1]).allocations)
-"""
-
-
-@pytest.mark.slow
-def test_trace_tf_counts_allocations_where_onednn_is_on(tmp_path):
-    """On every machine: with oneDNN forced on, its allocator reports the chain's buffers."""
-    pytest.importorskip("tensorflow")
-    import subprocess
-    import sys
-
-    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1")
-    run = subprocess.run([sys.executable, "-c", _ALLOC_SCRIPT, str(tmp_path)], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    count = run.stdout.split("allocations")[-1].strip()
-    assert count.isdigit() and 1 <= int(count) <= 3, run.stdout[-500:]
 
 
 @pytest.mark.slow
