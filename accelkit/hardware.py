@@ -237,7 +237,8 @@ CLASSES: dict[str, HardwareClass] = {c.name: c for c in (
                 "amp_step_torch": Claim(None, "fp16 autocast on MPS is new; no measurement backs "
                                         "a floor"),
                 "pinned_copy": Claim(None, "unified memory: nothing to pin"),
-                "conv_bn_fold": Claim(0.7, "one memory-bound pass saved: rules out a slowdown")},
+                "conv_bn_fold": Claim(None, "one memory-bound pass saved; not measured on an "
+                                      "Apple GPU by this course: an illustration")},
         note="unified memory; no NCCL (gloo, start method spawn on macOS); TensorFlow sees no "
              "Apple GPU without the tensorflow-metal plug-in (not in the pinned set), so Keras "
              "runs on the CPU with the CPU's policy", sdpa_backends=("MATH",)),

@@ -230,7 +230,9 @@ def test_cpus_without_bf16_units_decide_from_the_table(name):
     amp = precision.amp_choice(hw=cls)
     assert (amp.dtype, amp.native, amp.needs_scaler) == (torch.bfloat16, False, False)
     assert cls.floor("bf16_matmul") is None and cls.floor("amp_step_torch") is None
-    assert cls.floor("batch_throughput") is not None, "a fp32 knob 02 asserts on every CPU"
+    # the fp32 knobs' gains depend on the load on 2 cores: measured and shown, never a floor
+    # that only rules out a slowdown (issue 25)
+    assert cls.floor("batch_throughput") is None and "illustration" in cls.claim("batch_throughput").why
 
 
 def test_mps_path_decisions_with_a_faked_device(monkeypatch):
