@@ -87,6 +87,21 @@ def _print_run(name: str, run: dict[str, Any]) -> None:
         print(f"    nbval's whole output: {run['log']}", flush=True)
 
 
+def record_name(cls: Any, cpu: str, emulated: bool) -> str:
+    """Return a record's file stem: the class name, ``-emulated`` when emulated.
+
+    A class whose CPUs disagree on bf16 (``cls.bf16_measured``: ``cpu-avx512-bf16`` spans an
+    Intel Xeon VM at 0.55x of fp32 and an AMD Zen 4 at 2.9x) keeps one record per vendor, so a
+    Zen 4's run never overwrites the Xeon's: ``-amd`` is added for an AMD CPU (``cpu`` is the
+    CPU's model name, e.g. ``"AMD EPYC"``); the Intel record keeps the plain class name, which
+    ``tools/runtimes.py`` reads as CI's.
+
+    Example: ``record_name(hardware.get("cpu-avx512-bf16"), "AMD EPYC", False)  # "cpu-avx512-bf16-amd"``
+    """
+    vendor = "-amd" if getattr(cls, "bf16_measured", False) and "AMD" in cpu.upper() else ""
+    return cls.name + vendor + ("-emulated" if emulated else "")
+
+
 def verify(notebooks: str | os.PathLike[str] = "notebooks",
            out: str | os.PathLike[str] = "verified", *, profile: str | config.Profile = "auto",
            only: list[str] | None = None, timeout_s: float = 900,
@@ -142,7 +157,7 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
         "notebooks": runs,
         "results": report.results(results_file),
     }
-    name = cls.name + ("-emulated" if emulated else "")
+    name = record_name(cls, str(info.get("cpu", "")), emulated)
     (out_dir / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     if readme is not None and Path(readme).exists():
         update_readme(readme, out_dir)
@@ -495,5 +510,5 @@ def reference_lines(key: str, exclude_class: str | None = None,
 
 
 __all__ = ["FORMAT", "MATCHES", "ONLY_HERE", "QUOTED", "QUOTE_FIELDS", "RECORDS", "is_real", "load_quotes",
-           "load_record", "load_records", "notebook_result_keys", "quotes", "readme_table",
+           "record_name", "load_record", "load_records", "notebook_result_keys", "quotes", "readme_table",
            "records_folder", "reference_lines", "references", "update_readme", "verify"]

@@ -235,3 +235,13 @@ def test_records_folder_finds_a_clone_from_its_notebooks_folder(tmp_path, monkey
     assert verify.records_folder() is None
     assert verify.records_folder(tmp_path / "x") == tmp_path / "x"
     assert verify.reference_lines("a.b") == [verify.ONLY_HERE.format(key="a.b")]
+
+
+def test_a_zen4_record_does_not_overwrite_the_xeon_record_of_its_class():
+    from accelkit import hardware
+
+    both = hardware.get("cpu-avx512-bf16")  # its CPUs disagree on bf16: one record per vendor
+    assert verify.record_name(both, "AMD EPYC", False) == "cpu-avx512-bf16-amd"
+    assert verify.record_name(both, "Intel(R) Xeon(R) Platinum", False) == "cpu-avx512-bf16"
+    assert verify.record_name(hardware.get("cpu-avx2"), "AMD EPYC", False) == "cpu-avx2"
+    assert verify.record_name(hardware.get("cpu-avx2"), "AMD EPYC", True) == "cpu-avx2-emulated"
