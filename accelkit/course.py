@@ -94,7 +94,8 @@ def declared(source: str | os.PathLike[str]) -> dict[str, Any]:
 def missing_modules(source: str | os.PathLike[str]) -> list[str]:
     """Return the modules a notebook requires (metadata ``accelkit.requires``) that are not importable.
 
-    Notebook 05 requires TensorFlow; a machine without it skips the notebook instead of failing.
+    Notebook 05 requires JAX and Keras; a machine without them skips the notebook instead of
+    failing (TensorFlow is only a need of 05's: its TensorFlow parts skip without it).
     """
     return _missing(declared(source)["requires"])
 

@@ -57,7 +57,9 @@ def test_every_course_notebook_declares_known_needs():
     """The metadata is the one source of the doctor's table: every notebook declares its needs."""
     for path in course.find_notebooks(NOTEBOOKS):
         assert course.declared(path)["needs"], f"{path.name} declares no accelkit.needs"
-    assert course.declared(NOTEBOOKS / "05_tpu.ipynb")["requires"] == ["tensorflow", "jax"]
+    # 05 runs without TensorFlow (Colab's TPU runtime has none): its TF parts skip, JAX runs
+    assert course.declared(NOTEBOOKS / "05_tpu.ipynb")["requires"] == ["jax", "keras"]
+    assert "tensorflow" in course.declared(NOTEBOOKS / "05_tpu.ipynb")["needs"]
 
 
 def test_doctor_has_card_and_table():
