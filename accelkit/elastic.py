@@ -19,9 +19,10 @@ when it raises that, writes ``failures`` as JSON to ``$ACCELKIT_FAILURE_REPORT``
 killed by a signal writes no error file: its exit code still comes from the agent's report;
 without a report (the agent itself was killed) it is unknown.
 
-torch before 2.10 records in ``failures`` only the workers that had failed when the agent
-noticed the first failure, not the others it then stopped or that failed a moment later
-(torch 2.10 reads their exit codes after stopping them: pytorch/pytorch#160908).  A rank whose
+torch 2.9 (Colab's TPU runtime) records in ``failures`` only the workers that had failed when
+the agent noticed the first failure, not the others it then stopped or that failed a moment
+later (later torch, 2.13 here, reads their exit codes after stopping them:
+pytorch/pytorch#160908).  A rank whose
 peer timed out in a collective fails on its own a moment later and writes an error file too;
 :func:`read_failures` adds such ranks from their error files beside the reported ones, with
 the exit code and pid unknown (None), so a hang's report names every rank on every torch.
@@ -149,9 +150,9 @@ def read_failures(reports: Iterable[str | os.PathLike[str]]) -> dict[int, RankFa
     """Join the failure reports :func:`main` wrote (one per agent) with the error files.
 
     Missing reports are skipped (an agent that succeeded, or that was killed, wrote none).
-    A rank the report leaves out but whose error file lies beside a reported rank's (torch
-    before 2.10 reports only the ranks failed when the agent noticed the first; see the
-    module docstring) is added with ``exitcode`` and ``pid`` None.
+    A rank the report leaves out but whose error file lies beside a reported rank's (torch 2.9
+    reports only the ranks failed when the agent noticed the first; see the module docstring)
+    is added with ``exitcode`` and ``pid`` None.
 
     Returns:
         The failed workers by global rank, sorted by rank.

@@ -205,8 +205,8 @@ class LaunchResult:
         others = {r: c for r, c in sorted({**known, **self.exit_codes}.items()) if r != rank}
         if others:
             lines.append("other ranks: " + ", ".join(
-                f"rank {r} " + ("recorded an error (its exit code went unrecorded: torch "
-                                "before 2.10)" if c is None and r in self.failures
+                f"rank {r} " + ("recorded an error (this torch did not record its exit "
+                                "code)" if c is None and r in self.failures
                                 else procs.describe_exit(c)) for r, c in others.items()))
         lines += self._where_lines()
         if rank is None and not self.timed_out:

@@ -9,11 +9,17 @@ import time
 import types
 
 import pytest
+from torch.distributed.elastic.multiprocessing.api import SubprocessContext
 
 from accelkit import elastic, launch, procs, scripts
 
 # Each launch must end at most this long after its own time limit (the issue's bar).
 SLACK_S = 10
+
+# Whether torchrun's agent records the exit codes of the workers it stopped after the first
+# failure (pytorch/pytorch#160908: torch 2.13 does; torch 2.9, Colab's TPU runtime, records
+# only the failed worker).  Read from the agent's code: the method that PR added.
+RECORDS_STOPPED = hasattr(SubprocessContext, "_capture_process_failures")
 
 
 def _script(tmp_path, name, body):
@@ -100,14 +106,16 @@ def test_a_worker_that_raises_is_named_with_its_recorded_exception(tmp_path):
     assert msg.splitlines()[0] == "rank 1 failed first (exit code 1): ValueError: boom on rank one"
     assert "its traceback (from its error file):" in msg
     assert 'raise ValueError("boom on rank one")' in msg  # the traceback's tail
-    assert msg.index("ValueError: boom on rank one") < msg.index("other ranks")
-    assert "rank 0 was stopped by SIGTERM" in msg
+    if RECORDS_STOPPED:  # the failing rank's error comes before the others' exit codes
+        assert msg.index("ValueError: boom on rank one") < msg.index("other ranks")
+    assert ("rank 0 was stopped by SIGTERM" in msg) == RECORDS_STOPPED
     res = info.value.result
-    assert res.failed_rank == 1 and res.exit_codes == {0: -15, 1: 1} and not res.timed_out
+    stopped = {0: -15} if RECORDS_STOPPED else {}
+    assert res.failed_rank == 1 and res.exit_codes == {**stopped, 1: 1} and not res.timed_out
     fail = res.failures[1]
     assert fail.error_file is not None and fail.error_file.is_relative_to(res.log_dir)
     assert fail.error_file.name == "error.json" and fail.error_file.parent.name == "1"
-    assert res.failures[0].error_file is None
+    assert res.failures[0].error_file is None if RECORDS_STOPPED else 0 not in res.failures
     with pytest.raises(FileNotFoundError):
         res.read_json()
     _no_leftovers(res)
@@ -124,7 +132,7 @@ def test_a_worker_without_an_error_file_is_explained_by_its_output(tmp_path):
         time.sleep(600)
         """)
     res = launch.torchrun(script, nproc=2, timeout_s=60, stream=False, check=False)
-    assert res.failed_rank == 0 and res.exit_codes == {0: 1, 1: -15}
+    assert res.failed_rank == 0 and res.exit_codes == {0: 1, **({1: -15} if RECORDS_STOPPED else {})}
     assert res.failures[0].error_file is None and res.failures[0].message == ""
     summary = res.summary()
     assert summary.splitlines()[0] == "rank 0 failed first (exit code 1); its own output:"
@@ -147,9 +155,10 @@ def test_a_worker_killed_by_a_signal_is_named_with_its_signal(tmp_path):
         launch.torchrun(script, nproc=2, timeout_s=60, stream=False)
     msg = str(info.value)
     assert msg.splitlines()[0] == "rank 1 failed first (exit code -9, SIGKILL); its own output:"
-    assert "about to die" in msg and "rank 0 was stopped by SIGTERM" in msg
+    assert "about to die" in msg and ("rank 0 was stopped by SIGTERM" in msg) == RECORDS_STOPPED
     res = info.value.result
-    assert res.exit_codes == {0: -15, 1: -9} and res.failures[1].error_file is None
+    assert res.exit_codes == {**({0: -15} if RECORDS_STOPPED else {}), 1: -9}
+    assert res.failures[1].error_file is None
     _no_leftovers(res)
 
 
