@@ -334,3 +334,17 @@ def test_doctor_hardware_prints_the_new_cards(name, capsys):
         assert "| PyTorch autocast training step vs fp32 (02) | no claim |" in out
     if name == "b200":
         assert "bf16 2250" in out and "CUDNN_ATTENTION" in out
+
+
+def test_no_floor_only_rules_out_a_slowdown_on_a_faster_lesson():
+    """Issue 25: a floor states the effect the lesson teaches; where it does not hold on a class
+    the claim is None (an illustration, and its reason says so). compile_gemm's lesson is 'no
+    gain on a GEMM' (its check is the ceiling), so its floor may sit below 1."""
+    no_gain = {"compile_gemm"}
+    low = [(c.name, n, c.floor(n)) for c in hardware.CLASSES.values() for n in hardware.CLAIMS
+           if n not in no_gain and c.floor(n) is not None and c.floor(n) < 1.0]
+    assert not low, low
+    for c in hardware.CLASSES.values():
+        for n in hardware.CLAIMS:
+            why = c.claim(n).why
+            assert c.floor(n) is not None or why, (c.name, n)  # an illustration says why
