@@ -79,11 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         print(report.hand_in_line(args.out, summary))
         return 0 if all(n["status"] in ("ok", "skipped") for n in summary["notebooks"].values()) else 1
     if args.cmd == "verify":
-        from accelkit import verify
+        from accelkit import hardware, verify
 
         rec = verify.verify(args.notebooks, args.out, only=args.only, readme=args.readme or None,
                             profile=profile)
-        print(f"wrote {args.out}/{rec['class']}{'-emulated' if rec['emulated'] else ''}.json")
+        name = verify.record_name(hardware.get(rec["class"]), str(rec["hardware"].get("cpu", "")),
+                                  rec["emulated"])
+        print(f"wrote {args.out}/{name}.json")
         return 0 if all(n["status"] in ("ok", "skipped") for n in rec["notebooks"].values()) else 1
     if args.cmd == "roofline":
         from accelkit import roofline
