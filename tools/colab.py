@@ -153,8 +153,9 @@ def _is_bootstrap(cell: dict) -> bool:
 
 
 def _is_folded(cell: dict) -> bool:
+    """True when the cell carries both folding keys (other ``jupyter`` keys may sit beside them)."""
     meta = cell.get("metadata", {})
-    return all(meta.get(k) == v for k, v in FOLDED_METADATA.items())
+    return meta.get("cellView") == "form" and meta.get("jupyter", {}).get("source_hidden") is True
 
 
 def _fold(cell: dict) -> None:

@@ -30,11 +30,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK_GLOB = "[0-9][0-9]_*.ipynb"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from colab import NOTEBOOK_GLOB, ROOT, _source  # noqa: E402  (folding is the bootstrap's)
+from colab import _fold as fold  # noqa: E402
+from colab import _is_folded as is_folded  # noqa: E402
+
 EVIDENCE = "#@title Evidence"
 DEEP_DIVE = "#@title Deep dive (optional)"
-FOLDED = {"cellView": "form", "jupyter": {"source_hidden": True}}
 MACHINERY = re.compile(r"^\s*assert\b|\bak\.(report\.record|checks\.|exercises\.expect)")
 #: Notebooks already written in two floors: machinery on their top floor fails ``--check``.
 STRICT: frozenset[str] = frozenset({"07_training_jobs.ipynb"})
@@ -61,11 +63,6 @@ class Floors:
     machinery_on_top: tuple[int, ...]
 
 
-def _source(cell: dict) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
 def title_of(cell: dict) -> str | None:
     """Return ``"evidence"``, ``"deep dive"`` or ``None`` from a code cell's first line."""
     if cell.get("cell_type") != "code":
@@ -76,19 +73,6 @@ def title_of(cell: dict) -> str | None:
     if first.startswith(DEEP_DIVE):
         return "deep dive"
     return None
-
-
-def is_folded(cell: dict) -> bool:
-    """True when the cell carries both folding keys (Colab's form view, JupyterLab's)."""
-    meta = cell.get("metadata", {})
-    return meta.get("cellView") == "form" and meta.get("jupyter", {}).get("source_hidden") is True
-
-
-def fold(cell: dict) -> None:
-    """Set the folding metadata on ``cell`` in place; other metadata is kept."""
-    meta = cell.setdefault("metadata", {})
-    meta["cellView"] = "form"
-    meta["jupyter"] = {**meta.get("jupyter", {}), "source_hidden": True}
 
 
 def survey(nb: dict, name: str) -> Floors:
