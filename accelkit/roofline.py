@@ -12,8 +12,34 @@ the *ridge point* ``peak / bandwidth`` a kernel is memory-bound; above it, compu
 ``measure`` takes the two roofs from this machine instead of a datasheet: the peak is the
 throughput of a large square matmul in each dtype (``2·n³`` FLOP, timed with
 :func:`accelkit.bench.measure`), the bandwidth that of copying a tensor much larger than the
-last-level cache (``2·numel·itemsize`` bytes: one read, one write).  Measured roofs are
-below the datasheet's; they are what a kernel on this machine can actually reach.
+last-level cache.  Measured roofs are below the datasheet's; they are what a kernel on this
+machine can actually reach.
+
+**Bytes moved: memory traffic, write-allocate included.**  The roofline counts the bytes that
+cross the memory bus, not the bytes a program asks for.  On a CPU with write-back caches an
+ordinary store to a line that is not cached first *reads* that line (a read-for-ownership),
+then writes it back: each byte written costs two bytes of traffic.  A copy then moves 3 bytes
+per 2 counted and an ``out=`` add 4 per 3, so with STREAM's counting (one read plus one write)
+the copy's GB/s understate the memory's by 1/3 and an add placed on that roof sits at about
+``(3/4) / (2/3) = 1.125`` of it.  The three conventions (bcopy, STREAM, hardware) and the
+write-allocate read are McCalpin's, https://www.cs.virginia.edu/stream/ref.html ("Counting
+Bytes and FLOPS"); G. Hager, "The McCalpin STREAM benchmark: how to do it right and interpret
+the results" (2019), https://blogs.fau.de/hager/archives/8263, measures it.  Per device kind
+(:func:`writes_allocate`):
+
+- **x86-64 CPUs** (Intel, AMD): write-allocate, ``written × 2``; not seen by the model:
+  non-temporal stores (glibc ``memcpy`` above a threshold; PyTorch's elementwise kernels use
+  ordinary stores) and Intel's SpecI2M, which can skip the read for whole-line writes.
+- **Arm CPUs**: without: cores switch to *write streaming mode* on whole-line writes (Arm
+  Cortex-A76 TRM, 100798, A6.2.6).  Not measured by this course.
+- **GPUs**: without: their L2 caches track writes per sector (NVIDIA: 32 bytes), so whole
+  written sectors need no DRAM read.  Not yet measured by this course; notebook 00's
+  in-place-vs-copy evidence cell measures it wherever it runs.
+
+:class:`Roofline` keeps which model its bandwidth used (``write_allocate``): its
+``bandwidth_gbps`` is memory traffic, :attr:`Roofline.copy_gbps` the copy in STREAM's
+counting, and :meth:`Roofline.traffic` turns a kernel's bytes read and written into the
+traffic to pass as ``bytes_moved`` when placing it.
 
 This module owns the measured roofline (:func:`measure`, :class:`Roofline`, placing a timed
 kernel on it).  Elsewhere: the timing itself in :mod:`accelkit.bench`; datasheet peaks in
@@ -23,13 +49,15 @@ the hardware-class table (:func:`accelkit.hardware.datasheet_tflops`); dtype nam
 Example::
 
     roof = ak.roofline.measure(profile=P)   # P = ak.config.profile(), resolved once
-    mm = ak.bench.measure(lambda: a @ b, flops=2 * n**3, bytes_moved=3 * n * n * 4)
+    mm = ak.bench.measure(lambda: a @ b, flops=2 * n**3,
+                          bytes_moved=roof.traffic(read_bytes=2 * n * n * 4, written_bytes=n * n * 4))
     print(roof.place(mm, "fp32"))          # intensity, achieved vs attainable TFLOP/s
 """
 
 from __future__ import annotations
 
 import math
+import platform
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +87,44 @@ def dtype_key(dtype: Any) -> str:
         raise ValueError(f"unknown dtype {dtype!r}; the roofline knows "
                          f"{', '.join(DTYPE_NAMES)} (or {', '.join(DTYPE_NAMES.values())})")
     return key
+
+
+#: ``platform.machine()`` names of x86-64 CPUs (Linux/macOS, Windows): their stores write-allocate.
+X86_MACHINES = frozenset({"x86_64", "amd64", "i386", "i686"})
+
+
+def writes_allocate(dev: Any = "cpu", machine: str | None = None) -> bool:
+    """Return whether ordinary stores on ``dev`` read each written line from memory first.
+
+    True for a CPU on x86-64 (a store miss reads the line for ownership); False for Arm CPUs
+    (write streaming mode) and GPUs (sectored caches). Sources in the module docstring.
+
+    Args:
+        dev: a torch device or device string (``"cpu"``, ``"cuda:0"``, ``"mps"``).
+        machine: the CPU architecture as ``platform.machine()`` spells it; default: this one.
+    """
+    kind = str(dev).split(":", 1)[0]
+    if kind != "cpu":
+        return False
+    arch = (machine if machine is not None else platform.machine()).lower()
+    return arch in X86_MACHINES
+
+
+def traffic_bytes(read_bytes: float, written_bytes: float, *, write_allocate: bool) -> float:
+    """Return the memory traffic of a kernel that reads and writes these bytes.
+
+    ``read + written``, or ``read + 2·written`` with write-allocate (each written line is read
+    first: McCalpin's "hardware" count, https://www.cs.virginia.edu/stream/ref.html).
+
+    Raises:
+        ValueError: for a negative or non-finite byte count.
+
+    Example: ``traffic_bytes(4 * n, 4 * n, write_allocate=True) == 12 * n`` (fp32 copy, x86).
+    """
+    for name, value in (("read_bytes", read_bytes), ("written_bytes", written_bytes)):
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    return read_bytes + written_bytes * (2 if write_allocate else 1)
 
 
 def intensity(timing: bench.Timing) -> float:
@@ -112,11 +178,14 @@ class Roofline:
 
     Attributes:
         peak_tflops: measured matmul throughput per dtype, TFLOP/s (``{"fp32": 0.35, ...}``).
-        bandwidth_gbps: measured copy bandwidth, GB/s (10**9 bytes/s).
+        bandwidth_gbps: measured memory bandwidth, GB/s (10**9 bytes/s): the copy's memory
+            traffic per second, its write-allocate reads included where ``write_allocate``.
         device: the device string (``"cpu"``, ``"cuda:0"``).
         device_name: the product name (CPU model or GPU name).
         profile: the size profile the roofs were measured in (``"ci"``/``"full"``).
         timings: the measurements behind the roofs.
+        write_allocate: whether the device's stores read each written line first
+            (:func:`writes_allocate`); place kernels with :meth:`traffic` bytes.
     """
 
     peak_tflops: dict[str, float]
@@ -125,6 +194,7 @@ class Roofline:
     device_name: str = ""
     profile: str = "ci"
     timings: tuple[bench.Timing, ...] = field(default=(), repr=False)
+    write_allocate: bool = False
 
     def __post_init__(self) -> None:
         if not self.peak_tflops:
@@ -138,6 +208,27 @@ class Roofline:
         if not (math.isfinite(self.bandwidth_gbps) and self.bandwidth_gbps > 0):
             raise ValueError(f"bandwidth_gbps must be a positive number, got "
                              f"{self.bandwidth_gbps}")
+
+    @property
+    def copy_gbps(self) -> float:
+        """The copy's GB/s counted as STREAM counts it (one read + one write per element).
+
+        ``bandwidth_gbps × 2/3`` where stores write-allocate (the copy moved 3 bytes per 2
+        counted), else ``bandwidth_gbps``: compare it with other copies timed with
+        ``bytes_moved = 2 × nbytes``.
+        """
+        return self.bandwidth_gbps * (2 / 3 if self.write_allocate else 1.0)
+
+    def traffic(self, read_bytes: float, written_bytes: float) -> float:
+        """Return the memory traffic of a kernel on this device, to pass as ``bytes_moved``.
+
+        ``read + 2·written`` where this roof's device writes-allocate, else ``read + written``
+        (:func:`traffic_bytes`).
+
+        Example: an fp32 ``torch.add(x, y, out=z)`` of ``n`` elements:
+        ``roof.traffic(8 * n, 4 * n)`` (16 n bytes on x86, 12 n on a GPU).
+        """
+        return traffic_bytes(read_bytes, written_bytes, write_allocate=self.write_allocate)
 
     def peak(self, dtype: Any = "fp32") -> float:
         """Return the measured peak of ``dtype`` in TFLOP/s.
@@ -163,8 +254,8 @@ class Roofline:
         Raises:
             ValueError: for a negative or non-finite intensity, or an unmeasured dtype.
 
-        Example: ``roof.attainable_tflops(0.25)``  (an fp32 elementwise add reads 8 and
-        writes 4 bytes per FLOP: 1/12 FLOP/B)
+        Example: ``roof.attainable_tflops(1 / 16)``  (an fp32 elementwise add reads 8 and
+        writes 4 bytes per FLOP: 16 bytes of traffic with write-allocate, 1/16 FLOP/B)
         """
         if isinstance(intensity, bool) or not isinstance(intensity, (int, float)):
             raise TypeError(f"intensity must be a number, got {type(intensity).__name__}")
@@ -216,7 +307,7 @@ class Roofline:
         Raises:
             ValueError: for ``flops`` or ``bytes_moved`` <= 0, or an unmeasured dtype.
 
-        Example: ``roof.predicted_s(2 * 512**3, 3 * 512**2 * 4)``
+        Example: ``roof.predicted_s(2 * 512**3, roof.traffic(2 * 512**2 * 4, 512**2 * 4))``
         """
         if not (flops > 0 and bytes_moved > 0):
             raise ValueError(f"flops and bytes_moved must be > 0, got {flops}, {bytes_moved}")
@@ -227,13 +318,16 @@ class Roofline:
         rows = ["| roof | measured | ridge point |", "|---|---|---|"]
         for key, peak in self.peak_tflops.items():
             rows.append(f"| matmul {key} | {peak:.3g} TFLOP/s | {self.ridge_point(key):.3g} FLOP/B |")
-        rows.append(f"| memory (copy) | {self.bandwidth_gbps:.3g} GB/s | |")
+        how = "read + write-allocate + write" if self.write_allocate else "read + write"
+        rows.append(f"| memory (copy traffic: {how}) | {self.bandwidth_gbps:.3g} GB/s | |")
         return "\n".join(rows)
 
     def __str__(self) -> str:
         peaks = ", ".join(f"{k} {v:.3g} TFLOP/s" for k, v in self.peak_tflops.items())
         return (f"Roofline of {self.device} ({self.device_name}, profile {self.profile}): "
-                f"{peaks}; copy {self.bandwidth_gbps:.3g} GB/s")
+                f"{peaks}; memory {self.bandwidth_gbps:.3g} GB/s" + (
+                    f" (write-allocate counted; STREAM copy {self.copy_gbps:.3g} GB/s)"
+                    if self.write_allocate else ""))
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -332,13 +426,17 @@ def _matmul(n: int, key: str, dev: Any, run_time: float) -> bench.Timing | None:
         return None
 
 
-def _copy(numel: int, dev: Any, run_time: float) -> bench.Timing:
+def _copy(numel: int, dev: Any, run_time: float, write_allocate: bool = False) -> bench.Timing:
+    """Time ``dst.copy_(src)`` of ``numel`` float32; bytes: its memory traffic."""
     import torch
 
     src = torch.ones(numel, device=dev)  # written, so reads are not served by the zero page
     dst = torch.empty_like(src)
-    return bench.measure(lambda: dst.copy_(src), label=f"copy {numel * 4 // MIB} MiB",
-                         bytes_moved=2 * numel * 4, device=dev, min_run_time=run_time, warmup=1)
+    nbytes = numel * 4
+    label = f"copy {nbytes // MIB} MiB" + (" (traffic: + write-allocate)" if write_allocate else "")
+    return bench.measure(lambda: dst.copy_(src), label=label,
+                         bytes_moved=traffic_bytes(nbytes, nbytes, write_allocate=write_allocate),
+                         device=dev, min_run_time=run_time, warmup=1)
 
 
 def measure(device: Any = None, *, profile: str | config.Profile,
@@ -349,8 +447,9 @@ def measure(device: Any = None, *, profile: str | config.Profile,
     Matmul: ``(n, n) @ (n, n)`` with ``n = profile.pick(ci=1024, full=8192)``,
     ``flops = 2·n³`` (smaller for a dtype so slow here that one call would take more than a
     quarter of ``min_run_time``: the timing's label says so).  Copy: ``dst.copy_(src)`` of a
-    tensor at least as large as the last-level cache (:func:`copy_bytes`),
-    ``bytes = 2·numel·itemsize``.  Takes a few seconds in the ``ci`` profile on a 2-core CPU.
+    tensor at least as large as the last-level cache (:func:`copy_bytes`), its bytes the
+    memory traffic: ``2·numel·itemsize``, or ``3·numel·itemsize`` where stores write-allocate
+    (:func:`writes_allocate`: x86 CPUs).  Takes a few seconds in the ``ci`` profile on a 2-core CPU.
 
     Args:
         device: a torch device or string; default: :func:`accelkit.device.best_torch_device`.
@@ -382,10 +481,11 @@ def measure(device: Any = None, *, profile: str | config.Profile,
         if t is not None:
             timings.append(t)
             peaks[key] = t.tflops or 0.0
-    copy = _copy(copy_bytes(dev, prof) // 4, dev, run_time)
+    wa = writes_allocate(dev)
+    copy = _copy(copy_bytes(dev, prof) // 4, dev, run_time, write_allocate=wa)
     timings.append(copy)
     return Roofline(peaks, copy.gbps or 0.0, str(dev), _device_name(dev), prof.name,
-                    tuple(timings))
+                    tuple(timings), write_allocate=wa)
 
 
 def _device_name(dev: Any) -> str:
@@ -412,6 +512,8 @@ def report(device: Any = None, *, profile: str | config.Profile) -> str:
     lines += [f"- {t}" for t in roof.timings]
     lines += ["", "A kernel with arithmetic intensity I (FLOP/byte) can reach at most "
               "min(peak, I x bandwidth) (Williams, Waterman & Patterson, CACM 2009).",
+              "Bytes are memory traffic: " + ("each written byte counts twice (x86 stores read "
+              "the line first: write-allocate)." if roof.write_allocate else "reads + writes."),
               f"Sizes from the {roof.profile!r} profile ({config.PROFILE_ENV}=ci|full|auto)."]
     return "\n".join(lines)
 
@@ -426,4 +528,6 @@ __all__ = [
     "last_level_cache_bytes",
     "measure",
     "report",
+    "traffic_bytes",
+    "writes_allocate",
 ]

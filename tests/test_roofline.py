@@ -109,7 +109,10 @@ def test_measure_returns_positive_roofs(monkeypatch):
     assert labels[0].startswith("matmul ") and " fp32" in labels[0] and labels[2].startswith("copy")
     assert labels[1].startswith("matmul") and "bf16" in labels[1]
     copy = roof.timings[-1]
-    assert copy.bytes_moved == 2 * 8 * roofline.MIB  # one read + one write
+    wa = roofline.writes_allocate("cpu")  # x86: the copy's write reads each line first
+    assert roof.write_allocate is wa
+    assert copy.bytes_moved == (3 if wa else 2) * 8 * roofline.MIB  # read (+ allocate) + write
+    assert roof.copy_gbps == pytest.approx(copy.gbps * (2 / 3 if wa else 1))
     n = int(labels[0].split()[1])
     assert roof.timings[0].flops == 2 * n**3 and n in (128, 256, 512, 1024)
 
@@ -133,3 +136,49 @@ def test_report_cites_the_model(monkeypatch):
     monkeypatch.setattr(roofline, "measure", lambda device=None, profile=None: ROOF)
     text = roofline.report(profile="ci")
     assert "Williams" in text and "fp32" in text and "100 GB/s" in text
+
+
+# ------------------------------------------------------------------ write-allocate (issue 25)
+def test_writes_allocate_per_device_kind():
+    for machine in ("x86_64", "AMD64", "i686"):  # Linux/macOS and Windows spellings
+        assert roofline.writes_allocate("cpu", machine=machine)
+    for machine in ("aarch64", "arm64", "ppc64le"):
+        assert not roofline.writes_allocate("cpu", machine=machine)
+    for dev in ("cuda", "cuda:1", "mps", "xpu:0", torch.device("cuda", 0)):
+        assert not roofline.writes_allocate(dev, machine="x86_64")  # GPUs: sectored writes
+
+
+def test_traffic_counts_each_written_byte_twice_with_write_allocate():
+    n = 1000
+    assert roofline.traffic_bytes(4 * n, 4 * n, write_allocate=True) == 12 * n  # copy: 3 per 2
+    assert roofline.traffic_bytes(4 * n, 4 * n, write_allocate=False) == 8 * n
+    assert roofline.traffic_bytes(8 * n, 4 * n, write_allocate=True) == 16 * n  # add: 4 per 3
+    assert roofline.traffic_bytes(8 * n, 0, write_allocate=True) == 8 * n  # a sum writes nothing
+    with pytest.raises(ValueError, match="written_bytes"):
+        roofline.traffic_bytes(1.0, -1.0, write_allocate=True)
+    with pytest.raises(ValueError, match="read_bytes"):
+        roofline.traffic_bytes(math.nan, 1.0, write_allocate=False)
+    wa = Roofline({"fp32": 1.0}, 30.0, write_allocate=True)
+    assert wa.traffic(8.0, 4.0) == 16.0 and ROOF.traffic(8.0, 4.0) == 12.0
+    assert wa.copy_gbps == pytest.approx(20.0) and ROOF.copy_gbps == ROOF.bandwidth_gbps
+    assert "write-allocate" in str(wa) and "write-allocate" in wa.table()
+    assert "write-allocate" not in str(ROOF)
+
+
+def test_an_add_on_a_write_allocating_machine_sits_at_its_roof_not_above_it():
+    """The issue-25 bug: a machine whose memory moves B bytes/s of traffic, write-allocating.
+
+    Its copy of n floats takes 12n/B s, an out= add 16n/B s. Counted as read + write, the
+    roof is 8n per copy time and the add (12n bytes) lands at 9/8 of it; counted as traffic,
+    both sit exactly at the roof.
+    """
+    n, traffic_bps = 2**20, 30e9
+    copy_s, add_s = 12 * n / traffic_bps, 16 * n / traffic_bps
+    old_roof = Roofline({"fp32": 1.0}, 8 * n / copy_s / 1e9)  # STREAM count, as before
+    old = old_roof.place(_timing(flops=n, bytes_moved=12 * n, seconds=add_s, label="add"))
+    assert old.fraction == pytest.approx(9 / 8)
+    new_roof = Roofline({"fp32": 1.0}, 12 * n / copy_s / 1e9, write_allocate=True)
+    new = new_roof.place(_timing(flops=n, bytes_moved=new_roof.traffic(8 * n, 4 * n),
+                                 seconds=add_s, label="add"))
+    assert new.fraction == pytest.approx(1.0) and new.intensity == pytest.approx(1 / 16)
+    assert new_roof.copy_gbps == pytest.approx(old_roof.bandwidth_gbps)  # the old figure kept
