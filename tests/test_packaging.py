@@ -109,3 +109,37 @@ def test_nbval_targets_log_claims_to_an_absolute_path():
         logs = re.findall(r"ACCELKIT_CLAIMS_LOG=(\S+)", dry)
         assert logs and all(Path(p).is_absolute() for p in logs), (target, logs)
         assert "tools/claim_margins.py" in dry, target  # the table is printed, passed or failed
+
+
+def test_claims_data_ships_with_the_package_and_names_only_known_claims():
+    """The floors and their measurements live in accelkit/claims.toml (package data), not in code."""
+    import ast
+
+    from accelkit import claims
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    # fails if a wheel (Colab's non-editable install) would ship without claims.toml
+    assert "*.toml" in pyproject["tool"]["setuptools"]["package-data"]["accelkit"]
+    data = tomllib.loads(claims.DATA_FILE.read_text(encoding="utf-8"))
+    names: set[str] = set()
+
+    def claim_names(table: dict) -> None:  # a claim: {floor, why}, or a re-measurement string
+        for key, value in table.items():
+            if isinstance(value, dict) and "floor" not in value:
+                claim_names(value)  # per class, or [remeasured] per class and source
+            else:
+                names.add(key)
+
+    claim_names({k: v for k, v in data.items() if k != "text"})
+    assert len(names) > 15  # fails if the walk above stops finding the claims
+    # fails if a floor is filed under a misspelt claim (it would never be checked)
+    assert names <= set(claims.CLAIMS), names - set(claims.CLAIMS)
+    tree = ast.parse((ROOT / "accelkit" / "claims.py").read_text(encoding="utf-8"))
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+            and isinstance(node.body[0], ast.Expr)}
+    literal = sum(len(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)
+                  and isinstance(n.value, str) and id(n) not in docs)
+    # fails if measurement history drifts back into string literals (11.4k characters before
+    # it moved to claims.toml; what is left: CLAIMS' descriptions and computed GPU reasons)
+    assert literal < 4_000, literal
