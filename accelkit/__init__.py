@@ -7,6 +7,29 @@ TensorFlow or initialises CUDA.  Call helpers through their module::
     P = ak.config.profile()
     dev = ak.device.best_torch_device().device
     t = ak.bench.measure(lambda: x @ x, label="matmul", flops=2 * n**3)
+
+Module -> the notebooks that call it (``notebooks/NN_*.ipynb``; "workers" are the scripts in
+``notebooks/workers/`` they launch).  ``tests/test_line_budget.py`` checks that every module
+is listed here and that the package shrinks toward its line budget.
+
+Lessons
+    precision 00 02 06 · dtypes 06 · dtype_trace 02 · keras_mp 02 06 · fusion 03 06 ·
+    tf_trace 03 · memory 01 02 06 07 · roofline 00 03 · comm_model 01 · pipeline_model 01 ·
+    gpt 06 07 · gpt_data 06 · jobs 07 · jax_mesh 05 · strategy 05 · explore 00 01 06
+Instruments
+    bench all · stats 00 01 04 06 07 · checks 00-06 · tf_bench 00 02 03 06 · comm_bench 04
+    (workers of 01 04 06) · plot 00-04 06 07 · report all · exercises 00-06 · verify 00 01 03
+    04 06 (published figures beside a measurement)
+The machine
+    config all · device all but 04 · tf_device 00-06 · hardware 00-06 · claims (hardware's
+    floors, from claims.toml) · emulation ($ACCELKIT_HARDWARE) · env all · data 00 01 02 04
+    05 · models 00 01 02 04 05
+Processes
+    launch 01 04 05 06 07 · procs 04 07 · scripts 01 04-07 · dist 01 04 and inside every
+    worker · elastic 04 · launch_result, stacks (what launch returns; reading stacks back)
+The course
+    course (``python -m accelkit doctor``, what each notebook needs) · runner, compare
+    (``make run``, ``make compare``)
 """
 
 from __future__ import annotations
@@ -54,7 +77,6 @@ _MODULES = (
     "roofline",
     "runner",
     "scripts",
-    "spawning",
     "stacks",
     "stats",
     "strategy",

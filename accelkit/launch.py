@@ -25,8 +25,7 @@ which call into torch it was blocked in (``barrier``, ``all_reduce``, ``backward
 all-reduces gradients) and which line of the worker made it.
 
 What lives elsewhere: starting, streaming, timing out and killing process groups, ports and
-the launch marker (:mod:`accelkit.procs`); ``torch.multiprocessing`` groups
-(:mod:`accelkit.spawning`); the result, its report and the error
+the launch marker (:mod:`accelkit.procs`); the result, its report and the error
 (:mod:`accelkit.launch_result`); reading stacks (:mod:`accelkit.stacks`); torchrun's
 command line and records (:mod:`accelkit.elastic`); finding, showing and importing worker
 scripts and reading their JSON (:mod:`accelkit.scripts`).
@@ -37,13 +36,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
-from accelkit import dist, elastic, procs, scripts, spawning, stacks
+from accelkit import dist, elastic, procs, scripts, stacks
 from accelkit.launch_result import LaunchError, LaunchResult, spawn_error
 from accelkit.procs import Child, PortInUseError
 
@@ -277,6 +279,51 @@ def python(script: str | os.PathLike[str], args: Sequence[Any] = (), *, timeout_
 
 
 # ----------------------------------------------------------------------------- spawn
+def _start_spawn(fn: Callable[..., Any], args: Sequence[Any], nprocs: int, launch_id: str,
+                 err_fd: int, sys_path: list[str]) -> Any:
+    """``start_processes`` with the marker, ``sys_path`` and fd 2 on ``err_fd`` meanwhile."""
+    import torch.multiprocessing as mp  # imports torch: only when spawning
+
+    saved = os.dup(2)
+    try:
+        with mock.patch.dict(os.environ, {procs.MARKER_ENV: launch_id}), \
+                mock.patch.object(sys, "path", sys_path):
+            os.dup2(err_fd, 2)  # children inherit fd 2 at start; restored right after
+            return mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=False,
+                                      start_method="spawn")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _spawn_group(fn: Callable[..., Any], args: Sequence[Any], nprocs: int, timeout_s: float,
+                 sys_path: list[str]) -> tuple[bool, BaseException | None, str]:
+    """Run ``fn(rank, *args)`` in spawned children tagged with a new launch id, their stderr in
+    a file (not the terminal that runs Jupyter); kill them all at the end.
+
+    Returns:
+        (timed out, torch's exception when a child failed or None, the children's stderr).
+    """
+    launch_id = procs.new_launch_id()
+    # multiprocessing's resource tracker is shared by later calls: start it untagged, with
+    # the real stderr, so the clean-up below never takes it for one of our children.
+    resource_tracker.ensure_running()
+    with tempfile.TemporaryFile() as err:
+        ctx = _start_spawn(fn, args, nprocs, launch_id, err.fileno(), sys_path)
+        deadline, error = time.perf_counter() + timeout_s, None
+        try:
+            while not ctx.join(timeout=0.1) and time.perf_counter() <= deadline:
+                pass
+        except Exception as exc:  # reported by spawn(), with the children's stderr
+            error = exc
+        timed_out = error is None and time.perf_counter() > deadline and any(
+            p.is_alive() for p in ctx.processes)
+        live = [procs.process(p.pid) for p in ctx.processes if p.is_alive()]
+        procs.kill_all([q for q in live if q is not None], launch_id, grace_s=2.0)
+        err.seek(0)
+        return timed_out, error, err.read().decode("utf-8", "replace").strip()
+
+
 def spawn(fn: Callable[..., Any], *, nprocs: int = 2, args: Sequence[Any] = (),
           timeout_s: float = 60) -> None:
     """Run ``fn(rank, *args)`` in ``nprocs`` processes with ``torch.multiprocessing``.
@@ -304,12 +351,11 @@ def spawn(fn: Callable[..., Any], *, nprocs: int = 2, args: Sequence[Any] = (),
         raise ValueError(f"nprocs must be an int >= 1, got {nprocs!r}")
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-    run = spawning.spawn_group(fn, args, nprocs=nprocs, timeout_s=timeout_s,
-                               sys_path=scripts.sys_path_for(fn))
-    if run.timed_out:
+    timed_out, error, stderr = _spawn_group(fn, args, nprocs, timeout_s, scripts.sys_path_for(fn))
+    if timed_out:
         raise TimeoutError(f"spawned processes ran past {timeout_s:g} s and were killed")
-    if run.error is not None:
-        raise spawn_error(run.error, run.stderr) from run.error
+    if error is not None:
+        raise spawn_error(error, stderr) from error
 
 
 # ----------------------------------------------------------------------------- plan

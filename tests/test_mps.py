@@ -69,10 +69,10 @@ def test_workers_on_a_mac_use_gloo_on_the_cpu(mac, monkeypatch):
 
 
 def test_spawned_workers_use_the_spawn_start_method():
-    from accelkit import spawning
+    from accelkit import launch
 
     with mock.patch("torch.multiprocessing.start_processes") as start:
-        spawning._start_spawn(print, (), 2, "id", 2, list(sys.path))
+        launch._start_spawn(print, (), 2, "id", 2, list(sys.path))
     assert start.call_args.kwargs["start_method"] == "spawn", start.call_args
 
 
