@@ -1,0 +1,117 @@
+"""accelkit's line budget: no module grows, none is added past the limit, the total shrinks.
+
+A ratchet toward the targets of issue 24 (tools/line_budget.py: <= 9,000 lines, <= 24 modules,
+none > 500).  When a module shrinks, ``python tools/line_budget.py --write`` lowers its budget
+here to match; a budget is never raised to let a module grow.  Also: accelkit/__init__.py's
+docstring maps every module to the notebooks that call it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import accelkit
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("line_budget", ROOT / "tools" / "line_budget.py")
+line_budget = importlib.util.module_from_spec(_spec)
+sys.modules["line_budget"] = line_budget
+_spec.loader.exec_module(line_budget)
+
+#: Lines per module (path under accelkit/), at most: today's count, lowered as modules shrink.
+BUDGET: dict[str, int] = {
+    "__init__.py": 115,
+    "__main__.py": 99,
+    "bench.py": 577,
+    "checks.py": 211,
+    "claims.py": 278,
+    "comm_bench.py": 167,
+    "comm_model.py": 305,
+    "compare.py": 511,
+    "config.py": 148,
+    "course.py": 221,
+    "data.py": 247,
+    "device.py": 547,
+    "dist.py": 454,
+    "dtype_trace.py": 111,
+    "dtypes.py": 76,
+    "elastic.py": 305,
+    "emulation.py": 94,
+    "env.py": 262,
+    "exercises.py": 187,
+    "explore/__init__.py": 52,
+    "explore/comm_view.py": 175,
+    "explore/memory_view.py": 226,
+    "explore/mfu_view.py": 164,
+    "explore/pipeline_view.py": 119,
+    "explore/roofline_view.py": 142,
+    "explore/ui.py": 183,
+    "fusion.py": 504,
+    "gpt.py": 698,
+    "gpt_data.py": 148,
+    "hardware.py": 640,
+    "jax_mesh.py": 273,
+    "jobs.py": 164,
+    "keras_mp.py": 223,
+    "launch.py": 434,
+    "launch_result.py": 245,
+    "memory.py": 680,
+    "models.py": 303,
+    "pipeline_model.py": 194,
+    "plot.py": 442,
+    "precision.py": 716,
+    "procs.py": 511,
+    "report.py": 302,
+    "roofline.py": 533,
+    "runner.py": 183,
+    "scripts.py": 176,
+    "stacks.py": 151,
+    "stats.py": 390,
+    "strategy.py": 258,
+    "tf_bench.py": 79,
+    "tf_device.py": 220,
+    "tf_trace.py": 262,
+    "verify.py": 514,
+}
+#: Lines in the whole package, at most (the sum of the budgets when this file was written).
+TOTAL_BUDGET = 15219
+
+
+def test_no_module_grows_past_its_budget_and_new_ones_stay_small():
+    counts = line_budget.line_counts()
+    print(line_budget.table(counts))  # the targets, shown with -s or on failure
+    # fails if a module grew: move code out, or shrink something else and --write
+    grown = {k: (n, BUDGET[k]) for k, n in counts.items() if k in BUDGET and n > BUDGET[k]}
+    assert not grown, f"over budget (lines, budget): {grown}"
+    # fails if a new module is added over the per-module limit
+    new = {k: n for k, n in counts.items() if k not in BUDGET}
+    assert all(n <= line_budget.MODULE_MAX for n in new.values()), new
+    # fails if the module count grows (a split must merge something else)
+    assert len(counts) <= len(BUDGET), sorted(new)
+
+
+def test_the_package_total_does_not_grow():
+    total = sum(line_budget.line_counts().values())
+    # fails if the package grew in all (targets: tools/line_budget.py)
+    assert total <= min(TOTAL_BUDGET, sum(BUDGET.values())), (total, line_budget.TARGET_LINES)
+
+
+def test_the_ratchet_only_lowers():
+    budget = {"a.py": 10, "b.py": 5, "gone.py": 7}
+    # fails if --write could raise a budget or keep a module that is gone
+    assert line_budget.ratchet(budget, {"a.py": 8, "b.py": 9}) == {"a.py": 8, "b.py": 5}
+
+
+def test_init_docstring_maps_every_module_to_its_notebooks():
+    doc = " ".join((accelkit.__doc__ or "").split())
+    # an entry: the module, then its notebooks ("00 02 06", "all", "00-06"), or a note in
+    # parentheses, or a comma before the next module of the same note
+    listed = {m for m in accelkit._MODULES if re.search(rf"(?<![\w.]){m}(?: \d\d| all| \(|,)", doc)}
+    # fails if a module is added to accelkit without saying which notebooks use it
+    assert set(accelkit._MODULES) <= listed, set(accelkit._MODULES) - listed
+    on_disk = {p.stem for p in (ROOT / "accelkit").glob("*.py")} - {"__init__", "__main__"}
+    # fails if _MODULES (the lazy imports) and the package's files disagree
+    assert set(accelkit._MODULES) == on_disk | {"explore"}, set(accelkit._MODULES) ^ on_disk
