@@ -292,18 +292,25 @@ class Stepper:
             for fp16 only) are :func:`accelkit.precision.make_step`'s, not rebuilt here.
         device: where ``x, y`` go (``non_blocking`` copies; a no-op when already there).
         no_sync: ``ddp_model.no_sync`` to skip the all-reduce of the first ``k - 1`` passes.
+        clip: clip the gradients' global norm to this before each optimizer step, or ``None``.
+            The GradScaler's gradients are scaled (fp16): ``scaler.unscale_(opt)`` comes
+            first, so the norm is the true one; ``grad_norm`` keeps the last step's norm
+            before clipping (a tensor: reading it does not synchronise the step).
 
     Raises:
-        ValueError: for ``accum < 1``.
+        ValueError: for ``accum < 1`` or ``clip <= 0``.
     """
 
     def __init__(self, model: nn.Module, opt: torch.optim.Optimizer,
                  batches: Sequence[tuple[torch.Tensor, torch.Tensor]]
                  | Callable[[int], tuple[torch.Tensor, torch.Tensor]], *, accum: int = 1,
                  amp: Any = None, device: Any = "cpu",
-                 no_sync: Callable[[], Any] | None = None) -> None:
+                 no_sync: Callable[[], Any] | None = None, clip: float | None = None) -> None:
         if not isinstance(accum, int) or accum < 1:
             raise ValueError(f"accum must be an int >= 1, got {accum!r}")
+        if clip is not None and not clip > 0:
+            raise ValueError(f"clip must be a positive norm or None, got {clip!r}")
+        self.clip, self.grad_norm = clip, None
         self.model, self.opt, self.batches, self.accum = model, opt, batches, accum
         self.amp, self.device, self.no_sync, self.i = amp, device, no_sync, 0
         from accelkit.precision import make_step  # the course's one autocast + GradScaler recipe
@@ -335,6 +342,9 @@ class Stepper:
                     self.scaler.scale(loss).backward()
             total += loss.detach()
         with record_function("optimizer"):
+            if self.clip is not None:
+                self.scaler.unscale_(self.opt)  # true gradients first (a no-op without fp16)
+                self.grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip)
             self.scaler.step(self.opt)  # opt.step(); skipped on inf/NaN fp16 gradients
             self.scaler.update()
             self.opt.zero_grad(set_to_none=True)
@@ -343,6 +353,41 @@ class Stepper:
     def train(self, steps: int) -> list[float]:
         """Take ``steps`` steps; return the training loss of each."""
         return [float(self()) for _ in range(steps)]
+
+
+#: The autocast rung's floor where this machine's own bf16 matmul measurement decided the path:
+#: a step whose matmuls run clearly faster is faster as a whole ("faster", not a size).
+AMP_STEP_FLOOR = 1.0
+
+
+def amp_step_claim(path: Any) -> Any:
+    """Return the autocast rung's :class:`accelkit.claims.Claim` on this machine (notebook 06).
+
+    Where the hardware class decides (GPUs, ``cpu-avx2``, ``cpu-amx``) it is the class's
+    ``gpt_amp`` claim.  Where the class's CPUs disagree and a short bf16 matmul measurement on
+    this machine decided (:func:`accelkit.precision.amp_path`, ``decided_by ==
+    "measurement"``): a machine whose bf16 matmul was clearly faster (a Zen 4, ~4x) must also
+    run the whole bf16 step faster than fp32 — the matmuls are most of the step — so the floor
+    is :data:`AMP_STEP_FLOOR`, decided by the same sequential rule as every claim; a machine
+    where it was not (the Xeon VM of the class, 0.55x) gets no claim.
+
+    Args:
+        path: an :class:`accelkit.precision.AmpPath`.
+
+    Returns:
+        The ``Claim`` (``floor is None``: no claim; the rung is shown, not asserted).
+
+    Example: ``AMPC = amp_step_claim(ak.precision.amp_path(dev))``
+    """
+    from accelkit.claims import Claim
+
+    if path.decided_by != "measurement":
+        return path.claim("gpt_amp")
+    if not path.use:
+        return Claim(None, f"{path.reason}: bf16 is not clearly faster here, so the step makes "
+                     "no claim")
+    return Claim(AMP_STEP_FLOOR, f"{path.reason}: this machine's bf16 matmul is clearly faster, "
+                 "and matmuls are most of this step, so the bf16 step must be faster than fp32")
 
 
 @torch.no_grad()

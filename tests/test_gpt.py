@@ -282,3 +282,48 @@ def test_guard_oom_without_a_smaller_size_points_to_ci():
     size = gpt.capstone_size(2)  # nothing fits 2 GiB
     with pytest.raises(gpt.RungOutOfMemory, match="Use instead: the ci profile"):
         gpt.guard_oom(lambda: _fake_device(1)(size.peak_bytes), "2 SDPA", size)
+
+
+# ------------------------------------------------ clipping and the autocast rung's claim (06)
+def test_stepper_clips_the_true_gradient_norm_under_an_fp16_scaler():
+    x = torch.randint(0, 256, (4, 16))
+    norms = {}
+    for name in ("fp32", "scaled"):
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        step = gpt.Stepper(model, opt, [(x, x)], clip=1e-3)
+        if name == "scaled":  # an enabled scaler as fp16 would use, on the CPU
+            step.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        step()
+        norms[name] = float(step.grad_norm)
+    # fails if the norm was taken before unscale_ (then it is 2**16 x the true one)
+    assert norms["scaled"] == pytest.approx(norms["fp32"], rel=1e-4)
+    assert norms["fp32"] > 1e-3  # the clip bound binds: the clipped branch ran
+    with pytest.raises(ValueError, match="clip"):
+        gpt.Stepper(_model(), torch.optim.SGD(_model().parameters(), lr=0.1), [(x, x)], clip=0)
+
+
+def _probe(fp32_s, bf16_s):
+    """A faked bf16 vs fp32 matmul measurement (per-pair times), as test_precision's."""
+    from accelkit import bench
+
+    return lambda: bench.Comparison(bench.Timing("fp32", tuple(fp32_s)),
+                                    bench.Timing("bf16", tuple(bf16_s)))
+
+
+def test_amp_step_claim_from_the_measured_path():
+    from accelkit import hardware, precision
+
+    cls = hardware.get("cpu-avx512-bf16")
+    zen4_like = _probe([0.0200, 0.0210, 0.0190, 0.0205, 0.0198, 0.0202, 0.0201, 0.0199],
+                       [0.0070, 0.0071, 0.0069, 0.0072, 0.0070, 0.0068, 0.0071, 0.0070])
+    xeon_like = _probe([0.0140, 0.0141, 0.0139, 0.0142, 0.0140, 0.0138, 0.0141, 0.0140],
+                       [0.0255, 0.0254, 0.0256, 0.0253, 0.0255, 0.0257, 0.0254, 0.0255])
+    # fails if a Zen 4-like machine (bf16 matmul ~2.9x) is let off without a step claim
+    zen4 = gpt.amp_step_claim(precision.amp_path(hw=cls, probe=zen4_like))
+    assert zen4.floor == gpt.AMP_STEP_FLOOR == 1.0 and "clearly faster" in zen4.why
+    # fails if the Xeon-like machine (0.55x) is asked to be faster
+    xeon = gpt.amp_step_claim(precision.amp_path(hw=cls, probe=xeon_like))
+    assert xeon.floor is None and "no claim" in xeon.why
+    h100 = hardware.get("h100")
+    assert gpt.amp_step_claim(precision.amp_path(hw=h100)) == h100.claim("gpt_amp")
