@@ -151,22 +151,37 @@ def test_measured_peak_bytes_on_cpu_sees_a_transient_tensor():
     assert 12 << 20 <= peak < (12 << 20) + (1 << 16)   # the peak, not the 4 MiB that remain
 
 
-def test_measured_peak_bytes_matches_the_model_for_one_process_adam():
-    torch.manual_seed(0)
+#: The small MLP the Adam peak tests train: its parameter count and largest parameter.
+MLP_PARAMS, MLP_LARGEST = 64 * 512 + 512 + 512 * 10 + 10, 64 * 512
 
-    def work():
-        model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 10))
-        opt = torch.optim.Adam(model.parameters(), foreach=False)
-        x, y = torch.randn(8, 64), torch.randint(0, 10, (8,))
-        for _ in range(2):
-            nn.functional.cross_entropy(model(x), y).backward()
-            opt.step()
-            opt.zero_grad()
 
-    _, peak = memory.measured_peak_bytes(work, "cpu")
-    n = 64 * 512 + 512 + 512 * 10 + 10
+@pytest.fixture
+def mlp_adam_work():
+    """Return ``make(opt_cls, **kw)``: a seeded 64-512-10 MLP trained 2 steps on 8 samples
+    with ``opt_cls(params, **kw)``, as a function for :func:`memory.measured_peak_bytes`."""
+
+    def make(opt_cls, **kw):
+        torch.manual_seed(0)
+
+        def work():
+            model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 10))
+            opt = opt_cls(model.parameters(), **kw)
+            x, y = torch.randn(8, 64), torch.randint(0, 10, (8,))
+            for _ in range(2):
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+
+        return work
+
+    return make
+
+
+def test_measured_peak_bytes_matches_the_model_for_one_process_adam(mlp_adam_work):
+    _, peak = memory.measured_peak_bytes(mlp_adam_work(torch.optim.Adam, foreach=False), "cpu")
+    n = MLP_PARAMS
     # one process = DP with view buckets (no copy): params, grads, 2 Adam states, 2 temps
-    want = memory.peak_per_device(n, "dp", 1, largest_param=64 * 512, bucket_view=True)
+    want = memory.peak_per_device(n, "dp", 1, largest_param=MLP_LARGEST, bucket_view=True)
     assert peak == pytest.approx(want.total_bytes, rel=0.1)
 
 
@@ -187,24 +202,13 @@ def test_adam_temp_bytes_per_implementation():
 
 @pytest.mark.parametrize("impl", memory.ADAM_IMPLS)
 @pytest.mark.parametrize("cls", [torch.optim.Adam, torch.optim.AdamW])
-def test_measured_peak_matches_the_model_for_each_adam_implementation(impl, cls):
+def test_measured_peak_matches_the_model_for_each_adam_implementation(impl, cls, mlp_adam_work):
     # the optimizer step is the peak here (tiny batch): for-loop 2 x the largest parameter,
     # foreach one copy of every parameter (CUDA's default), fused none
-    torch.manual_seed(0)
     kw = {"for-loop": {"foreach": False}, "foreach": {"foreach": True},
           "fused": {"fused": True}}[impl]
-
-    def work():
-        model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 10))
-        opt = cls(model.parameters(), **kw)
-        x, y = torch.randn(8, 64), torch.randint(0, 10, (8,))
-        for _ in range(2):
-            nn.functional.cross_entropy(model(x), y).backward()
-            opt.step()
-            opt.zero_grad()
-
-    _, peak = memory.measured_peak_bytes(work, "cpu")
-    n, largest = 64 * 512 + 512 + 512 * 10 + 10, 64 * 512
+    _, peak = memory.measured_peak_bytes(mlp_adam_work(cls, **kw), "cpu")
+    n, largest = MLP_PARAMS, MLP_LARGEST
     want = memory.peak_per_device(n, "dp", 1, largest_param=largest, bucket_view=True,
                                   optimizer_impl=impl)
     assert peak == pytest.approx(want.total_bytes, rel=0.05)
