@@ -34,10 +34,10 @@ lab: $(LAB_STAMP)  ## start JupyterLab on notebooks/ (kernel = this venv; nothin
 	JUPYTER_PATH=$(CURDIR)/$(VENV)/share/jupyter $(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG) $(LAB_ARGS)
 
 run: $(STAMP)  ## execute every notebook headless into build/ and write the summary
-	$(PY) -m accelkit run --out build
+	$(PY) tools/run_notebooks.py --out build
 
 verify: $(STAMP)  ## nbval over every notebook -> verified/<hardware class>.json + README table
-	$(PY) -m accelkit verify
+	$(PY) tools/verify.py
 
 # `make test` is the maintainer's loop (target: under 10 min on CI's 2-core CPU); `make ci` adds
 # the two second passes (the laptop class emulated, Colab's package versions): CI runs `make ci`.
@@ -93,7 +93,7 @@ LAPTOP_NB    ?= 00_ 02_ 03_
 LAPTOP_LOG    := $(CURDIR)/build/claims-$(LAPTOP_CLASS).jsonl
 nbval-laptop: $(STAMP)
 	@mkdir -p build && rm -f $(LAPTOP_LOG)
-	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) ACCELKIT_CLAIMS_LOG=$(LAPTOP_LOG) $(PY) -m accelkit verify \
+	ACCELKIT_HARDWARE=$(LAPTOP_CLASS) ACCELKIT_CLAIMS_LOG=$(LAPTOP_LOG) $(PY) tools/verify.py \
 	  --profile ci --only $(LAPTOP_NB) --out build/verify-$(LAPTOP_CLASS) --readme ''; \
 	  rc=$$?; $(PY) tools/claim_margins.py $(LAPTOP_LOG); exit $$rc
 
@@ -123,7 +123,7 @@ colab: $(STAMP)  ## regenerate the Open-in-Colab badges and bootstrap cells from
 # of hand-ins. Writes build/compare/compare.md and compare.html (plots embedded).
 RUNS ?= build $(wildcard verified/*.json)
 compare: $(STAMP)  ## the same result keys across machines: make compare RUNS="build hand_ins/"
-	$(PY) -m accelkit compare $(RUNS) --out build/compare
+	$(PY) tools/compare.py $(RUNS) --out build/compare
 
 wheelhouse:  ## instructors: download the pinned set for PLATFORM / PYVER into wheelhouse/
 	$(PYTHON) tools/setup_course.py wheelhouse $(if $(PLATFORM),--platform $(PLATFORM)) $(if $(PYVER),--python-version $(PYVER))

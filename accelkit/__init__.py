@@ -28,8 +28,8 @@ Processes
     launch 01 04 05 06 07 · procs 04 07 · scripts 01 04-07 · dist 01 04 and inside every
     worker · elastic 04 · launch_result, stacks (what launch returns; reading stacks back)
 The course
-    course (``python -m accelkit doctor``, what each notebook needs) · runner, compare
-    (``make run``, ``make compare``)
+    course (``python -m accelkit doctor``, what each notebook needs); the maintainers'
+    commands (``make run``, ``make verify``, ``make compare``) are in ``tools/``
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ _MODULES = (
     "claims",
     "comm_bench",
     "comm_model",
-    "compare",
     "config",
     "course",
     "data",
@@ -75,7 +74,6 @@ _MODULES = (
     "procs",
     "report",
     "roofline",
-    "runner",
     "scripts",
     "stacks",
     "stats",

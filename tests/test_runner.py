@@ -1,11 +1,28 @@
-"""accelkit.runner: executing notebooks headless; the summary itself is tested in test_report."""
+"""tools/run_notebooks.py: executing notebooks headless; the summary itself is tested in test_report."""
 
+import importlib.util
 import json
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from accelkit import course, runner
+from accelkit import course
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool(name):
+    """Import tools/<name>.py (a maintainer's tool, not part of the package) as tools_<name>."""
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+runner = _tool("run_notebooks")
 
 
 def _nb(path, *sources):

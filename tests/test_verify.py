@@ -1,7 +1,9 @@
 """make verify: records per hardware class and the README table generated from them."""
 
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 import nbformat
@@ -10,14 +12,19 @@ import pytest
 from accelkit import verify
 
 ROOT = Path(__file__).resolve().parents[1]
+# the writing side (make verify, README's table) is a maintainer's tool: tools/verify.py
+_spec = importlib.util.spec_from_file_location("tools_verify", ROOT / "tools" / "verify.py")
+vtool = importlib.util.module_from_spec(_spec)
+sys.modules["tools_verify"] = vtool
+_spec.loader.exec_module(vtool)
 
 
 def test_readme_verified_table_is_generated_from_the_records():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    table = text.split(verify.START, 1)[1].split(verify.END, 1)[0].strip()
-    assert table == verify.readme_table(ROOT / "verified"), (
-        "README's 'Verified on' table is stale: run `python -m accelkit verify` or "
-        "`python -c 'from accelkit import verify; verify.update_readme()'`")
+    table = text.split(vtool.START, 1)[1].split(vtool.END, 1)[0].strip()
+    assert table == vtool.readme_table(ROOT / "verified"), (
+        "README's 'Verified on' table is stale: run `make verify` or "
+        "`python -c 'import sys; sys.path.insert(0, \"tools\"); import verify; verify.update_readme()'`")
 
 
 def _record(**over):
@@ -34,7 +41,7 @@ def test_table_rows_and_bad_records(tmp_path):
     (tmp_path / "cpu-avx2.json").write_text(json.dumps(_record()))
     (tmp_path / "t4-emulated.json").write_text(json.dumps(_record(**{"class": "t4",
                                                                        "emulated": True})))
-    table = verify.readme_table(tmp_path)
+    table = vtool.readme_table(tmp_path)
     assert "| `cpu-avx2` | 2026-12-01 | ci | 1 of 2 | 2.13.0 | – | 4.2x | – | – |" in table
     assert "`t4` (emulated)" in table
     (tmp_path / "bad.json").write_text("{not json")
@@ -52,13 +59,13 @@ def test_table_rows_and_bad_records(tmp_path):
 
 def test_update_readme_rewrites_only_between_the_markers(tmp_path):
     readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{verify.START}\nold\n{verify.END}\nend\n")
-    assert verify.update_readme(readme, tmp_path / "none")
+    readme.write_text(f"intro\n{vtool.START}\nold\n{vtool.END}\nend\n")
+    assert vtool.update_readme(readme, tmp_path / "none")
     assert readme.read_text().startswith("intro\n") and readme.read_text().endswith("end\n")
-    assert "no record yet" in readme.read_text() and not verify.update_readme(readme, tmp_path)
+    assert "no record yet" in readme.read_text() and not vtool.update_readme(readme, tmp_path)
     (tmp_path / "plain.md").write_text("no markers")
     with pytest.raises(ValueError, match="markers"):
-        verify.update_readme(tmp_path / "plain.md", tmp_path)
+        vtool.update_readme(tmp_path / "plain.md", tmp_path)
 
 
 @pytest.mark.slow
@@ -74,8 +81,10 @@ def test_verify_runs_nbval_and_writes_a_record(tmp_path, monkeypatch, capsys):
         nb.cells = [nbformat.v4.new_code_cell(src)]
         nbformat.write(nb, nbdir / f"{name}.ipynb")
     monkeypatch.setenv("ACCELKIT_SCRATCH", str(tmp_path / "scratch"))
-    rec = verify.verify(nbdir, tmp_path / "verified", profile="ci", readme=None, timeout_s=300)
-    written = json.loads(next((tmp_path / "verified").glob("*.json")).read_text())
+    rec, path = vtool.verify(nbdir, tmp_path / "verified", profile="ci", readme=None, timeout_s=300)
+    # fails if verify reports a file other than the one it wrote
+    assert [path] == list((tmp_path / "verified").glob("*.json"))
+    written = json.loads(path.read_text())
     assert written == rec and rec["profile"] == "ci" and rec["versions"]["torch"]
     assert rec["notebooks"]["00_ok"]["status"] == "ok"
     assert rec["notebooks"]["01_bad"]["status"] == "failed"
@@ -241,7 +250,7 @@ def test_a_zen4_record_does_not_overwrite_the_xeon_record_of_its_class():
     from accelkit import hardware
 
     both = hardware.get("cpu-avx512-bf16")  # its CPUs disagree on bf16: one record per vendor
-    assert verify.record_name(both, "AMD EPYC", False) == "cpu-avx512-bf16-amd"
-    assert verify.record_name(both, "Intel(R) Xeon(R) Platinum", False) == "cpu-avx512-bf16"
-    assert verify.record_name(hardware.get("cpu-avx2"), "AMD EPYC", False) == "cpu-avx2"
-    assert verify.record_name(hardware.get("cpu-avx2"), "AMD EPYC", True) == "cpu-avx2-emulated"
+    assert vtool.record_name(both, "AMD EPYC", False) == "cpu-avx512-bf16-amd"
+    assert vtool.record_name(both, "Intel(R) Xeon(R) Platinum", False) == "cpu-avx512-bf16"
+    assert vtool.record_name(hardware.get("cpu-avx2"), "AMD EPYC", False) == "cpu-avx2"
+    assert vtool.record_name(hardware.get("cpu-avx2"), "AMD EPYC", True) == "cpu-avx2-emulated"

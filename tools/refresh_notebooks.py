@@ -12,7 +12,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from accelkit import course, runner
+from accelkit import course
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_notebooks as runner  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -24,7 +24,7 @@ the build backend).  ``--dry-run`` prints the commands instead of running them.
 
 Owns: this command line.  Lives elsewhere: the Makefile's targets (the same steps for
 machines with ``make``), the pins (``constraints.txt``), what ``doctor`` and ``run`` do
-(``accelkit/course.py``, ``accelkit/runner.py``).
+(``accelkit/course.py``, ``tools/run_notebooks.py``).
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(os.environ, JUPYTER_PATH=str(args.venv.resolve() / "share" / "jupyter"))
         _run(lab_command(args.venv, root=is_root(), extra=extra), dry_run=args.dry_run, env=env)
     elif args.command == "run":
-        _run([str(python), "-m", "accelkit", "run", "--out", str(ROOT / "build")],
+        _run([str(python), str(ROOT / "tools" / "run_notebooks.py"), "--out", str(ROOT / "build")],
              dry_run=args.dry_run)
     elif args.command == "doctor":
         _run([str(python), "-m", "accelkit", "doctor"], dry_run=args.dry_run)

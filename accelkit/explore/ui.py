@@ -4,7 +4,7 @@ One rule decides the mode (:func:`is_interactive`):
 
 1. ``$ACCELKIT_EXPLORE`` set to ``static`` (or ``0``/``off``) → static;
    ``interactive`` → widgets (when ipywidgets imports); empty or ``auto`` → rule 2.
-   The course's runners set ``static``: :func:`accelkit.runner.execute` (``make run``,
+   The course's runners set ``static``: ``tools/run_notebooks.py`` (``make run``,
    ``tools/refresh_notebooks.py``, so stored outputs and HTML exports hold a picture) and
    ``notebooks/conftest.py`` (nbval), because there no front end ever opens the widgets' comms.
 2. ipywidgets importable **and** running inside an IPython *kernel* (``get_ipython().kernel``

@@ -1,5 +1,7 @@
 """Execute the course's notebooks headless (``make run``): one notebook, or all of them.
 
+    python tools/run_notebooks.py [--out build] [--profile ci] [--only 00 02]
+
 Each notebook runs in a fresh kernel through ``nbclient`` with ``ACCELKIT_PROFILE``,
 ``ACCELKIT_NOTEBOOK``, ``ACCELKIT_RESULTS`` and ``ACCELKIT_SCRATCH`` set, so
 ``accelkit.report.record`` lands in the run's results.  Executed copies and HTML go to the
@@ -8,12 +10,14 @@ notebooks' folder).
 
 Owns executing only.  Lives elsewhere: which notebooks there are and what each requires in
 :mod:`accelkit.course`; the run summary (``results.json``, ``summary.md``) in
-:mod:`accelkit.report`; nbval checks in :mod:`accelkit.verify`.
+:mod:`accelkit.report`; nbval checks in ``tools/verify.py``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -181,3 +185,22 @@ def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathL
                              previous=report.load_summary(out_dir) if only else None)
     report.write_summary(out_dir, summary)
     return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: run every notebook into a build folder; exit 1 when one failed."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notebooks", default="notebooks")
+    parser.add_argument("--out", default="build")
+    parser.add_argument("--profile", default=None,
+                        help=f"ci, full or auto (default: ${config.PROFILE_ENV} or auto)")
+    parser.add_argument("--only", nargs="*", help="run only notebooks whose name contains these")
+    args = parser.parse_args(argv)
+    summary = run_all(args.notebooks, args.out, profile=config.profile(args.profile), only=args.only)
+    print(f"wrote {args.out}/summary.md and {args.out}/results.json")
+    print(report.hand_in_line(args.out, summary))
+    return 0 if all(n["status"] in ("ok", "skipped") for n in summary["notebooks"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""``python -m accelkit compare RUN [RUN ...]``: the same result keys, measured on several machines.
+"""``python tools/compare.py RUN [RUN ...] [--out DIR]``: the same result keys, measured on several machines.
 
 Each RUN is what one machine produced: a ``results.json`` of ``make run`` (or the ``build/``
 folder holding it) or a ``verified/<class>.json`` record of ``make verify``; a folder of
@@ -509,3 +509,26 @@ def main(paths: Sequence[str], out: str | None = None) -> str:
         md, page = write(cmp, out)
         print(f"[accelkit compare] wrote {md} and {page}", file=sys.stderr)
     return markdown(cmp)
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """Command line: print the Markdown report; exit 2 on bad input (naming the file)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].strip("`"))
+    parser.add_argument("runs", nargs="*", metavar="RUN",
+                        help="a results.json, a build/ folder, a verified/<class>.json, or a "
+                        "folder of hand-ins (every *.json in it)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="also write DIR/compare.md and DIR/compare.html")
+    args = parser.parse_args(argv)
+    try:
+        print(main(args.runs, args.out), end="")
+    except CompareError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
