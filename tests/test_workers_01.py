@@ -53,3 +53,28 @@ def test_pipeline_worker_equals_the_unsplit_model_on_this_torch(tmp_path):
     assert sorted(ran + refused) == [1, 2, 4] and {2, 4} <= set(ran)  # only m < p may be refused
     assert all("microbatches" in s["reason"].lower() for s in r["refused"])
     assert len(r["timeline"]) == 2 and all(s["runs"] for s in r["sweep"])
+
+
+@pytest.mark.slow
+def test_pipeline_worker_runs_1f1b_which_holds_fewer_micro_batches(tmp_path):
+    # GPipe keeps every micro-batch's activations until backward, 1F1B at most p - s per stage;
+    # both must equal the unsplit model
+    m = 4
+    r = launch.torchrun(scripts.worker_script("pipeline_parallel.py"),
+                        ["--dim", 64, "--batch", 32, "--microbatches", m, "--sweep", m,
+                         "--repeats", 2], nproc=2, timeout_s=180, stream=False,
+                        env={"CUDA_VISIBLE_DEVICES": ""}, out=tmp_path / "pp.json").read_json()
+    s = r["schedules"]
+    assert s["gpipe"]["max_abs_err"] <= 1e-5 and s["1f1b"]["max_abs_err"] <= 1e-5
+    assert s["gpipe"]["held"] == [m, m] and s["1f1b"]["held"] == [2, 1]
+    assert len(s["1f1b"]["span_s"]) == len(s["gpipe"]["span_s"]) == 2
+    assert len(s["1f1b"]["timeline"]) == 2
+
+
+@pytest.mark.slow
+def test_no_backend_named_gives_gloo_on_cpu_ranks(tmp_path):
+    square = scripts.import_worker("spawn_square.py")
+    launch.spawn(square.all_reduce_default_backend, nprocs=2, args=(str(tmp_path), 2, True),
+                 timeout_s=60)
+    got = sorted((tmp_path / f"backend{r}.json").read_text() for r in (0, 1))
+    assert all('"backend_config": "cpu:gloo"' in g and '"sum": 3.0' in g for g in got), got
