@@ -11,8 +11,9 @@ NVML (``nvidia-ml-py``), never from a CUDA context, so a later fork-based launch
 
 Elsewhere: TensorFlow's devices, its quiet import and its device configuration in
 :mod:`accelkit.tf_device`; what a device *can do* (fast bf16/fp16 units, datasheet peaks) in
-the hardware-class table, :mod:`accelkit.hardware`, which :class:`DeviceInfo` copies its
-``supports_*`` flags from.
+the hardware-class table, :mod:`accelkit.hardware`, which probes through this module; the
+devices with their class's ``supports_*`` flags in :func:`accelkit.env.torch_devices`.  This
+module imports neither (no import cycle with :mod:`accelkit.hardware`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,7 @@ import platform
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from accelkit.hardware import HardwareClass
+from typing import Any
 
 
 class DeviceNotAvailableError(RuntimeError):
@@ -44,8 +42,9 @@ class DeviceInfo:
         description: the product name (``"NVIDIA H200"``, the CPU model).
         memory_bytes: device memory in bytes (system RAM for the CPU), or None if unknown.
         compute_capability: ``(major, minor)`` for NVIDIA GPUs, else None.
-        supports_fp16: fp16 arithmetic is fast (tensor cores / native units).
-        supports_bf16: bf16 arithmetic is supported natively.
+        supports_fp16: fp16 arithmetic is fast (tensor cores / native units); ``None`` where
+            not classified (this module probes, :func:`accelkit.env.torch_devices` classifies).
+        supports_bf16: bf16 arithmetic is supported natively; ``None`` where not classified.
     """
 
     framework: str
@@ -54,11 +53,11 @@ class DeviceInfo:
     description: str
     memory_bytes: int | None = None
     compute_capability: tuple[int, int] | None = None
-    supports_fp16: bool = False
-    supports_bf16: bool = False
+    supports_fp16: bool | None = None
+    supports_bf16: bool | None = None
 
     @classmethod
-    def from_class(cls, hw: HardwareClass, framework: str, kind: str, name: str, description: str,
+    def from_class(cls, hw: Any, framework: str, kind: str, name: str, description: str,
                    memory_bytes: int | None = None,
                    compute_capability: tuple[int, int] | None = None) -> DeviceInfo:
         """Return a :class:`DeviceInfo` whose ``supports_*`` flags are hardware class ``hw``'s.
@@ -255,10 +254,12 @@ def nvml_gpus() -> list[tuple[str, int, tuple[int, int]]] | None:
 
 
 def nvidia_or_rocm_gpus() -> list[DeviceInfo]:
-    """Return the CUDA/ROCm GPUs PyTorch can use, without initialising CUDA where NVML answers."""
-    import torch
+    """Return the CUDA/ROCm GPUs PyTorch can use, without initialising CUDA where NVML answers.
 
-    from accelkit import hardware
+    Facts only (``supports_*`` are ``None``): :func:`accelkit.env.torch_devices` adds what each
+    GPU's hardware class can do.
+    """
+    import torch
 
     hip = getattr(torch.version, "hip", None)
     if not (getattr(torch.version, "cuda", None) or hip):
@@ -271,33 +272,27 @@ def nvidia_or_rocm_gpus() -> list[DeviceInfo]:
         facts = [(f"{kind.upper()} GPU {i}", None, None) for i in range(n)]
     else:
         facts = list(nvml)
-    out = []
-    for i, (name, mem, cc) in enumerate(facts):
-        out.append(DeviceInfo.from_class(hardware.classify_gpu(name, cc, kind, mem), "torch", kind,
-                                         f"cuda:{i}", name, mem, cc if kind == "cuda" else None))
-    return out
+    return [DeviceInfo("torch", kind, f"cuda:{i}", name, mem, cc if kind == "cuda" else None)
+            for i, (name, mem, cc) in enumerate(facts)]
 
 
 def torch_devices() -> list[DeviceInfo]:
     """List the devices PyTorch can use, accelerators first and the CPU last.
 
-    GPU facts come from NVML (no CUDA context); what each device can do from the
-    hardware-class table (:mod:`accelkit.hardware`).
+    GPU facts come from NVML (no CUDA context).  Facts only: what each device can do (its
+    hardware class's ``supports_*``) is added by :func:`accelkit.env.torch_devices`, so this
+    module, which :mod:`accelkit.hardware` probes through, never imports it.
 
     Returns:
         One :class:`DeviceInfo` per CUDA/ROCm GPU, then MPS, then ``cpu``.
     """
     import torch
 
-    from accelkit import hardware
-
     out = nvidia_or_rocm_gpus()
     mps = getattr(torch.backends, "mps", None)
     if mps is not None and mps.is_available():
-        out.append(DeviceInfo.from_class(hardware.get("apple-mps"), "torch", "mps", "mps",
-                                         "Apple GPU (MPS)", system_memory_bytes()))
-    out.append(DeviceInfo.from_class(hardware.for_device("cpu"), "torch", "cpu", "cpu",
-                                     cpu_name(), system_memory_bytes()))
+        out.append(DeviceInfo("torch", "mps", "mps", "Apple GPU (MPS)", system_memory_bytes()))
+    out.append(DeviceInfo("torch", "cpu", "cpu", cpu_name(), system_memory_bytes()))
     return out
 
 

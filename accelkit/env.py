@@ -13,6 +13,7 @@ CUDA or imports TensorFlow unless asked (``tf=True``).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import os
@@ -36,6 +37,20 @@ def library_versions() -> dict[str, str | None]:
     return out
 
 
+def torch_devices() -> list[device.DeviceInfo]:
+    """Return :func:`accelkit.device.torch_devices` with what each device can do (``supports_*``)
+    from its hardware class: a GPU's from its name and compute capability, the CPU's from
+    :func:`accelkit.hardware.for_device` (``$ACCELKIT_HARDWARE`` honoured)."""
+    out = []
+    for d in device.torch_devices():
+        if d.kind in ("cuda", "rocm"):
+            cls = hardware.classify_gpu(d.description, d.compute_capability, d.kind, d.memory_bytes)
+        else:
+            cls = hardware.get("apple-mps") if d.kind == "mps" else hardware.for_device("cpu")
+        out.append(dataclasses.replace(d, supports_fp16=cls.fp16_units, supports_bf16=cls.bf16_units))
+    return out
+
+
 def hardware_summary(tf: bool = False) -> dict[str, Any]:
     """Return the hardware card as a JSON-friendly dict.
 
@@ -43,6 +58,8 @@ def hardware_summary(tf: bool = False) -> dict[str, Any]:
         tf: also list TensorFlow's devices (imports TensorFlow).
     """
     info = device.summary()
+    if "torch_devices" in info:  # with what each can do, from its hardware class
+        info["torch_devices"] = [dataclasses.asdict(d) for d in torch_devices()]
     best = info.get("torch_best", {}).get("device")
     info["hardware_class"] = hardware.for_device(best).name if best else None
     info["emulated"] = emulation.note()

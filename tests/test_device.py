@@ -92,8 +92,9 @@ def test_probes_never_initialise_cuda(monkeypatch):
     from accelkit import config, course, env, hardware, launch, precision
 
     _fake_gpu_machine(monkeypatch, [("NVIDIA H200", 141 * 2**30, (9, 0))])
-    gpu = device.torch_devices()[0]
+    gpu = env.torch_devices()[0]
     assert (gpu.name, gpu.compute_capability, gpu.supports_bf16) == ("cuda:0", (9, 0), True)
+    assert device.torch_devices()[0].supports_bf16 is None  # device probes, env classifies
     assert device.best_torch_device().kind == "cuda"
     assert config.profile("auto").name == "full"
     assert "NVIDIA H200" in env.hardware_card() and "NVIDIA H200" in course.doctor()
@@ -110,7 +111,9 @@ def test_a_t4_is_told_fp16_even_though_torch_says_bf16_is_supported(monkeypatch)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     amp = precision.amp_choice("cuda")
     assert (amp.dtype, amp.needs_scaler) == (torch.float16, True)
-    assert not device.torch_devices()[0].supports_bf16
+    from accelkit import env
+
+    assert env.torch_devices()[0].supports_bf16 is False
 
 
 def test_nvml_absent_means_no_nvidia_gpu_here():

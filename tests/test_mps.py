@@ -25,9 +25,9 @@ def mac(monkeypatch):
 
 
 def test_mps_is_chosen_before_the_cpu_with_fp16_units_and_no_bf16(mac):
-    devs = device.torch_devices()
+    devs = env.torch_devices()
     assert [d.kind for d in devs] == ["mps", "cpu"], devs
-    assert devs[0].supports_fp16 and not devs[0].supports_bf16
+    assert devs[0].supports_fp16 and devs[0].supports_bf16 is False
     choice = device.best_torch_device()
     assert (str(choice.device), choice.kind) == ("mps", "mps") and "Apple GPU" in choice.reason
     assert hardware.for_device(choice.device).name == "apple-mps"
