@@ -9,6 +9,15 @@ prediction the way the workers of notebooks 01 and 04 use them.  :func:`fit_two_
 the two terms where each one dominates — the latency on small buffers, the bandwidth on large
 ones — and returns a :class:`RingFit` that also knows its crossover size.
 
+The latency grows with N.  A ring all-reduce is ``2 (N-1)`` steps (N-1 of reduce-scatter,
+N-1 of all-gather), and each step pays one message's start-up cost ``α``, so the fixed cost
+of one call is ``2 (N-1) α`` (Thakur, Rabenseifner & Gropp, "Optimization of Collective
+Communication Operations in MPICH", IJHPCA 2005: ``2(p-1)α + 2(p-1)/p nβ`` for the ring).
+A latency fitted on N ranks therefore says ``α = latency / (2 (N-1))`` per step;
+:func:`ring_latency_s` scales it to other N, :meth:`RingFit.step_latency_s` and
+:meth:`RingFit.at` do it for a fit.  Holding the fitted latency fixed while N changes
+underestimates large rings by a factor up to ``(N'-1)/(N-1)``.
+
 This module is pure arithmetic: no torch, no process group, safe to call in a notebook.
 Elsewhere: *measuring* all-reduce times is a collective that runs inside workers and lives
 in :mod:`accelkit.comm_bench` (:func:`accelkit.comm_bench.measure_allreduce`, and
@@ -31,7 +40,8 @@ def ring_allreduce_s(nbytes: float, world_size: int, bus_gbps: float,
     Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 2009).
     ``bus_gbps`` is the "bus bandwidth" of the NCCL tests (``busBw = algBw * 2(N-1)/N``),
     so one number describes the link for any N; ``latency_s`` is the fixed cost of one
-    all-reduce (measure it with a tiny buffer).
+    all-reduce on these ``world_size`` ranks (measure it with a tiny buffer; for another N
+    scale it with :func:`ring_latency_s`: it grows as ``2 (N-1)`` steps).
 
     Args:
         nbytes: buffer size, bytes, >= 0.
@@ -108,6 +118,32 @@ def bus_bandwidth_gbps(nbytes: float, world_size: int, seconds: float) -> float:
     if not seconds > 0:
         raise ValueError(f"seconds must be > 0, got {seconds}")
     return 2 * (world_size - 1) / world_size * nbytes / seconds / 1e9
+
+
+def ring_latency_s(step_latency_s: float, world_size: int) -> float:
+    """Return the fixed cost of one ring all-reduce over ``world_size`` ranks: ``2 (N-1) α``.
+
+    A ring all-reduce runs ``N-1`` reduce-scatter steps and ``N-1`` all-gather steps, one
+    message per rank each (Thakur, Rabenseifner & Gropp, IJHPCA 2005).  Pass the result as
+    ``latency_s`` to :func:`ring_allreduce_s`.
+
+    Args:
+        step_latency_s: α, the start-up cost of one step's message, seconds, >= 0.
+        world_size: ranks N, >= 1 (one rank sends nothing: 0 s).
+
+    Returns:
+        Seconds of latency per all-reduce.
+
+    Raises:
+        ValueError: for ``step_latency_s < 0`` or ``world_size < 1``.
+
+    Example: ``ring_latency_s(5e-6, 8)  # 14 steps: 70 µs``
+    """
+    if step_latency_s < 0:
+        raise ValueError(f"step_latency_s must be >= 0, got {step_latency_s}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    return 2 * (world_size - 1) * step_latency_s
 
 
 @dataclass(frozen=True)
@@ -190,6 +226,26 @@ class RingFit:
         """``T(scale * nbytes) / T(nbytes)``: e.g. what halving the bytes does to the time."""
         return self.predict_s(scale * nbytes) / self.predict_s(nbytes)
 
+    @property
+    def step_latency_s(self) -> float:
+        """α per ring step, seconds: the fitted latency over the ``2 (N-1)`` steps of a call."""
+        return self.latency_s / (2 * (self.world_size - 1))
+
+    def at(self, world_size: int) -> RingFit:
+        """Return this fit on another number of ranks: the same α per step and the same B.
+
+        The latency becomes ``2 (N'-1) α`` (:func:`ring_latency_s`); the bus bandwidth is
+        per link and does not change with N (the NCCL tests' busBw).
+
+        Raises:
+            ValueError: for ``world_size < 2``.
+
+        Example: ``RingFit(1e-3, 1.0, 2).at(8).latency_s  # 7e-3: 14 steps of 0.5 ms``
+        """
+        if world_size < 2:
+            raise ValueError(f"world_size must be >= 2, got {world_size}")
+        return RingFit(ring_latency_s(self.step_latency_s, world_size), self.bus_gbps, world_size)
+
 
 def fit_two_regime(sizes_bytes: Sequence[float], seconds: Sequence[float], world_size: int,
                    *, small_max_bytes: float, large_min_bytes: float) -> RingFit:
@@ -245,4 +301,5 @@ __all__ = [
     "fit_and_predict",
     "fit_two_regime",
     "ring_allreduce_s",
+    "ring_latency_s",
 ]

@@ -69,3 +69,27 @@ def test_two_regime_fit_rejects_bad_regimes():
         cm.fit_two_regime(sizes, times, 2, small_max_bytes=1024, large_min_bytes=1 << 22)
     with pytest.raises(ValueError, match="one time per size"):
         cm.fit_two_regime(sizes, times[:2], 2, small_max_bytes=1024, large_min_bytes=1 << 20)
+
+
+def test_ring_latency_grows_with_the_ring_steps():
+    # a ring all-reduce is 2(N-1) steps, each paying one message's start-up cost
+    assert cm.ring_latency_s(5e-6, 8) == pytest.approx(14 * 5e-6)
+    assert cm.ring_latency_s(5e-6, 1) == 0.0
+    with pytest.raises(ValueError):
+        cm.ring_latency_s(-1.0, 4)
+    with pytest.raises(ValueError):
+        cm.ring_latency_s(1e-6, 0)
+
+
+def test_a_fit_moved_to_more_ranks_keeps_alpha_per_step_not_per_call():
+    fit = cm.RingFit(1e-3, 1.0, 2)                 # 2 ranks: 2 steps of 0.5 ms
+    assert fit.step_latency_s == pytest.approx(0.5e-3)
+    assert fit.at(2) == fit
+    big = fit.at(8)
+    # fails if the latency is held fixed in N (the explorer's old behaviour): 14 steps, not 2
+    assert big.latency_s == pytest.approx(7e-3) and big.bus_gbps == fit.bus_gbps
+    assert big.predict_s(0) == pytest.approx(7 * fit.predict_s(0))
+    # bytes term: 2(N-1)/N of the buffer at B, whatever the latency
+    assert big.predict_s(1e9) - big.latency_s == pytest.approx(2 * 7 / 8)
+    with pytest.raises(ValueError):
+        fit.at(1)
