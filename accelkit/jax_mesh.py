@@ -69,7 +69,8 @@ class MeshChoice:
         """Build a ``jax.sharding.Mesh`` over these devices with ``Auto`` axes.
 
         ``Auto`` axes let the compiler propagate shardings and insert the collectives (JAX
-        0.7+ ``jax.make_mesh`` defaults to ``Explicit`` axes, which raise on ambiguous ops).
+        0.8.1+ ``jax.make_mesh`` defaults to ``Explicit`` axes, which raise on ambiguous ops;
+        0.7.x, as on Colab, defaulted to ``Auto``).
 
         Args:
             shape: devices per axis, product = :attr:`n` (default ``(n,)``).

@@ -119,17 +119,16 @@ def main(argv: list[str] | None = None) -> None:
     choice = ak.jax_mesh.choose_mesh(cpu_devices=args.devices)  # before JAX's first operation
     import keras
 
-    print(f"Keras {keras.__version__} on {keras.backend.backend()}; {choice}", flush=True)
+    print(f"Keras {keras.__version__} on {keras.backend.backend()}, {choice.n} {choice.platform} "
+          "device(s)", flush=True)
     data = load(choice.n, args.batch)
     ways = distributions(keras, list(choice.devices), args.model_axis)
     policies = {"single": "float32", "data_parallel": "float32", "model_parallel": args.mp_policy}
     runs = {name: train(keras, dist, policies[name], data, args) for name, dist in ways.items()}
     for name, r in runs.items():
-        print(f"{name:>14}: test accuracy {r['acc']:.4f}, last loss {r['loss']:.7f}, batch "
-              f"{r['batch_sharding']}, kernel "
-              f"{r['kernel_sharding']} on {r['kernel_devices']} device(s), {r['compute_dtype']} math on "
-              f"{r['kernel_dtype']} weights, "
-              f"{r['wall_s']:.1f} s", flush=True)
+        print(f"{name:>14}: accuracy {r['acc']:.3f}, batch {r['batch_sharding']}, kernel "
+              f"{r['kernel_sharding']} on {r['kernel_devices']}, {r['compute_dtype']} on "
+              f"{r['kernel_dtype']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"devices": choice.n, "platform": choice.platform,
                                     "reason": choice.reason, "backend": keras.backend.backend(),
