@@ -6,7 +6,10 @@ Rank r holds stage r (a slice of the layers) as a ``PipelineStage``; ``ScheduleG
 all micro-batches forward through the stages, then all backward (GPipe, Huang et al. 2019),
 sending activations and their gradients between neighbours.  Loss and gradients must
 equal the unsplit model's.  Then the step is timed for several micro-batch counts m: with
-p stages, a stage idles for (p-1) of the (m+p-1) slots, the bubble.
+p stages, a stage idles for (p-1) of the (m+p-1) slots, the bubble.  Last, the same step
+under ``Schedule1F1B`` (one forward, one backward: each micro-batch's backward starts as
+soon as it can), checked against the unsplit model too, with GPipe's and 1F1B's idle
+fraction, step time and the most micro-batches a stage held activations for at once.
 
 Across torch versions: torch 2.9's single-stage schedules refuse m < p (a ValueError; later
 versions keep that rule for 1F1B only), so the sweep lists such m under ``"refused"`` with the
@@ -23,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.distributed import pipelining
-from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 import accelkit as ak
 
@@ -136,7 +139,7 @@ def match_handshake_dtypes() -> None:
     base._get_init_p2p_neighbors_ops = matched
 
 
-MakeSchedule = Callable[[int], tuple[nn.Module, ScheduleGPipe]]
+MakeSchedule = Callable[..., tuple[nn.Module, Any]]
 Step = Callable[..., torch.Tensor | None]
 
 
@@ -147,16 +150,16 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     x = torch.randn(args.batch, args.dim).to(info.device)                  # (B, D)
     target = torch.randn(args.batch, args.dim).to(info.device)             # (B, D)
 
-    def make_schedule(m: int) -> tuple[nn.Module, ScheduleGPipe]:
+    def make_schedule(m: int, kind: type = ScheduleGPipe) -> tuple[nn.Module, Any]:
         # region pp
         module = stage_slice(build_model(args.dim, args.layers), rank, p).to(info.device)
         stage = PipelineStage(module, stage_index=rank, num_stages=p, device=info.device)
-        schedule = ScheduleGPipe(stage, n_microbatches=m, loss_fn=loss_fn)
+        schedule = kind(stage, n_microbatches=m, loss_fn=loss_fn)  # ScheduleGPipe or Schedule1F1B
         # endregion
         return module, schedule
 
     # region pp_step
-    def step(schedule: ScheduleGPipe, losses: list | None = None) -> torch.Tensor | None:
+    def step(schedule: Any, losses: list | None = None) -> torch.Tensor | None:
         inputs = (x,) if rank == 0 else ()                   # the first stage feeds the input
         if rank == p - 1:                                    # the last one computes the loss
             return schedule.step(*inputs, target=target, losses=losses)
@@ -165,17 +168,19 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
 
     max_err = check_against_unsplit(args, info, make_schedule, step, x, target, loss_fn)
     sweep, timeline, refused = bubble_sweep(args, info, make_schedule, step)
+    schedules = compare_schedules(args, info, make_schedule, step, x, target, loss_fn)
     ak.dist.save_json({"world_size": p, "max_abs_err": max_err, "sweep": sweep, "refused": refused,
                        "microbatches": args.microbatches, "timeline": timeline,
-                       "torch": torch.__version__}, args.out)
+                       "schedules": schedules, "torch": torch.__version__}, args.out)
 
 
 def check_against_unsplit(args: argparse.Namespace, info: ak.dist.RankInfo,
                           make_schedule: MakeSchedule, step: Step, x: torch.Tensor,
-                          target: torch.Tensor, loss_fn: nn.Module) -> float:
+                          target: torch.Tensor, loss_fn: nn.Module,
+                          kind: type = ScheduleGPipe) -> float:
     """Largest difference, over all stages, of output, loss and gradients from the unsplit model."""
     rank, p = info.rank, info.world_size
-    module, schedule = make_schedule(args.microbatches)
+    module, schedule = make_schedule(args.microbatches, kind)
     losses: list = []
     out = step(schedule, losses)
     full = build_model(args.dim, args.layers).to(info.device)  # reference, unsplit
@@ -216,27 +221,81 @@ def bubble_sweep(args: argparse.Namespace, info: ak.dist.RankInfo,
             ak.dist.print0(f"m={m}: refused by torch {torch.__version__}: {exc}")
             continue
         clock = BusyClock(module, info.device)
-        idle = []
-        for i in range(args.repeats + 1):          # the first step is a warm-up
-            ak.dist.barrier()
-            clock.busy_s, clock.segments = 0.0, []
-            t0 = clock.now()
-            step(schedule, [])
-            span = torch.tensor([max(b for _, _, b in clock.segments) - t0], device=info.device)
-            torch.distributed.all_reduce(span, op=torch.distributed.ReduceOp.MAX)  # last stage's end
-            busy = torch.tensor([clock.busy_s], device=info.device)
-            torch.distributed.all_reduce(busy)     # compute of all stages together
-            if i:
-                idle.append(1 - busy.item() / (p * span.item()))  # mean over the stages
+        idle, _, _, segments = time_steps(info, clock, schedule, step, args.repeats)
         if m == args.microbatches:  # keep the last step's timeline, times relative to its start
-            timeline = [(k, a - t0, b - t0) for k, a, b in clock.segments] + [("end", span.item(),
-                                                                                span.item())]
-            torch.distributed.all_gather_object(gathered, timeline)
+            torch.distributed.all_gather_object(gathered, segments)
         sweep.append({"m": m, "predicted": ak.pipeline_model.bubble_fraction(p, m),
                       "measured": statistics.median(idle), "runs": idle})
         ak.dist.print0(f"m={m}: bubble predicted {sweep[-1]['predicted']:.2f}, "
                        f"measured {sweep[-1]['measured']:.2f}")
     return sweep, gathered, refused
+
+def time_steps(info: ak.dist.RankInfo, clock: BusyClock, schedule: Any, step: Step,
+               repeats: int, warmup: int = 1) -> tuple[list[float], list[float], int, list]:
+    """Time ``repeats`` steps (after ``warmup`` untimed ones) of ``schedule`` on every rank.
+
+    Returns, per step, the idle fraction (mean over the stages) and the span in seconds; the
+    most micro-batches this stage held activations for (forwards done less backwards done);
+    and the last step's timeline, times relative to its start.
+    """
+    p = info.world_size
+    idle, spans, held = [], [], 0
+    for i in range(repeats + warmup):     # the first `warmup` steps are not kept
+        ak.dist.barrier()
+        clock.busy_s, clock.segments = 0.0, []
+        t0 = clock.now()
+        step(schedule, [])
+        span = torch.tensor([max(b for _, _, b in clock.segments) - t0], device=info.device)
+        torch.distributed.all_reduce(span, op=torch.distributed.ReduceOp.MAX)  # last stage's end
+        busy = torch.tensor([clock.busy_s], device=info.device)
+        torch.distributed.all_reduce(busy)     # compute of all stages together
+        if i >= warmup:
+            idle.append(1 - busy.item() / (p * span.item()))  # mean over the stages
+            spans.append(span.item())
+    now = 0
+    for kind, _, _ in sorted(clock.segments, key=lambda seg: seg[1]):
+        now += 1 if kind == "F" else -1
+        held = max(held, now)
+    timeline = [(k, a - t0, b - t0) for k, a, b in clock.segments] + [("end", span.item(),
+                                                                        span.item())]
+    return idle, spans, held, timeline
+
+
+def compare_schedules(args: argparse.Namespace, info: ak.dist.RankInfo,
+                      make_schedule: MakeSchedule, step: Step, x: torch.Tensor,
+                      target: torch.Tensor, loss_fn: nn.Module) -> dict[str, dict]:
+    """GPipe against 1F1B at ``m = args.microbatches``, the same steps interleaved.
+
+    Per schedule: the error against the unsplit model, each step's idle fraction and span
+    (seconds), every stage's most micro-batches held at once, and one step's timeline.
+    Steps alternate between the two schedules so that a busy machine slows both alike.
+    """
+    p = info.world_size
+    out: dict[str, dict] = {}
+    built = {}
+    for name, kind in (("gpipe", ScheduleGPipe), ("1f1b", Schedule1F1B)):
+        err = check_against_unsplit(args, info, make_schedule, step, x, target, loss_fn, kind)
+        module, schedule = make_schedule(args.microbatches, kind)
+        built[name] = (BusyClock(module, info.device), schedule)
+        out[name] = {"max_abs_err": err, "idle": [], "span_s": [], "held": [0] * p, "timeline": []}
+    for r in range(args.repeats):
+        for name, (clock, schedule) in built.items():
+            idle, spans, held, timeline = time_steps(info, clock, schedule, step, 1,
+                                                     warmup=1 if r == 0 else 0)
+            out[name]["idle"] += idle
+            out[name]["span_s"] += spans
+            peaks: list = [None] * p
+            torch.distributed.all_gather_object(peaks, held)
+            out[name]["held"] = [max(a, b) for a, b in zip(out[name]["held"], peaks)]
+            gathered: list = [None] * p
+            torch.distributed.all_gather_object(gathered, timeline)
+            out[name]["timeline"] = gathered
+    for name, r in out.items():
+        ak.dist.print0(f"{name}: idle {statistics.median(r['idle']):.2f}, step "
+                       f"{statistics.median(r['span_s']) * 1e3:.1f} ms, micro-batches held "
+                       f"per stage {r['held']}")
+    return out
+
 
 if __name__ == "__main__":
     main()
