@@ -14,14 +14,21 @@ DDP, DDP with ``gradient_as_bucket_view=True`` and FSDP2, each measured from the
 construction on (CPU: the profiler's memory events; CUDA: ``max_memory_allocated``) next to
 ``ak.memory.peak_per_device``; and the wrong order — the optimizer built *before*
 ``fully_shard`` — trained on one fixed batch next to the right order.
+
+With ``--ckpt DIR`` rank 0 also saves the FSDP2 model twice (notebook 04): the DDP habit,
+``torch.save(model.state_dict())``, which under FSDP2 writes DTensors holding rank 0's shards
+only (``wrong.pt``), and the full state dict that ``get_model_state_dict`` gathers
+(``full.pt``, plain tensors that load into the unwrapped model).
 """
 
 import argparse
 import gc
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -33,6 +40,35 @@ def build_model(width: int) -> nn.Sequential:
     torch.manual_seed(0)  # the same initial weights on every rank and in both runs
     return nn.Sequential(nn.Linear(64, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
                          nn.Linear(width, 10))
+
+
+def global_batches(batch: int) -> list:
+    """The digits in global batches of ``batch``: [(x (B, 64), y (B,)), ...], the tail dropped."""
+    d = ak.data.digits()
+    x_all = torch.from_numpy(d.x_train.reshape(len(d.x_train), -1))
+    y_all = torch.from_numpy(d.y_train)
+    return [(x_all[i * batch:(i + 1) * batch], y_all[i * batch:(i + 1) * batch])
+            for i in range(len(x_all) // batch)]
+
+
+def save_checkpoints(model: nn.Module, folder: Path, rank: int) -> dict:
+    """Save the FSDP2 model the wrong way and the right way; return what each holds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    # region save
+    sd = model.state_dict()  # wrong under FSDP2: DTensors, each holding this rank's shard
+    if rank == 0:
+        torch.save(sd, folder / "wrong.pt")
+    full = get_model_state_dict(model, options=StateDictOptions(
+        full_state_dict=True, cpu_offload=True))  # every rank calls it (it all-gathers)
+    if rank == 0:                                  # rank 0 holds plain full tensors, on the CPU
+        torch.save(full, folder / "full.pt")
+    # endregion
+    return {"wrong_kinds": sorted({type(v).__name__ for v in sd.values()}),
+            "wrong_shapes": {k: list(v.shape) for k, v in sd.items()},
+            "wrong_local_shapes": {k: list(v.to_local().shape) for k, v in sd.items()},
+            "wrong_local_numel": sum(v.to_local().numel() for v in sd.values()),
+            "full_kinds": sorted({type(v).__name__ for v in full.values()}),
+            "full_numel": sum(v.numel() for v in full.values())}
 
 
 def train(model: nn.Module, batches: list, steps: int, lr: float) -> tuple[list, dict]:
@@ -113,6 +149,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--peak", action="store_true", help="also measure peak memory and the order")
     ap.add_argument("--order-steps", type=int, default=5)
+    ap.add_argument("--ckpt", help="folder: save the FSDP2 model the wrong and the right way")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     with ak.dist.session() as info:  # the group is torn down even when run() raises
@@ -121,13 +158,8 @@ def main() -> None:
 
 def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     rank, world = info.rank, info.world_size
-    d = ak.data.digits()
-    x_all = torch.from_numpy(d.x_train.reshape(len(d.x_train), -1))
-    y_all = torch.from_numpy(d.y_train)
-    n_batches = len(x_all) // args.batch
-    batches = [(x_all[i * args.batch:(i + 1) * args.batch].chunk(world)[rank].to(info.device),
-                y_all[i * args.batch:(i + 1) * args.batch].chunk(world)[rank].to(info.device))
-               for i in range(n_batches)]                   # each (B/N, 64) and (B/N,)
+    batches = [(x.chunk(world)[rank].to(info.device), y.chunk(world)[rank].to(info.device))
+               for x, y in global_batches(args.batch)]     # each (B/N, 64) and (B/N,)
 
     ddp = DDP(build_model(args.width).to(info.device))
     ddp_losses, ddp_mem = train(ddp, batches, args.steps, args.lr)
@@ -157,6 +189,8 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
                 for a, b in zip(model.parameters(), ddp.module.parameters()))
     shapes = {n: list(p.to_local().shape) for n, p in model.named_parameters()}
     extra = {}
+    if args.ckpt:
+        extra["ckpt"] = save_checkpoints(model, Path(args.ckpt), rank)
     if args.peak:
         del ddp, model
         dist.barrier()
