@@ -26,7 +26,7 @@ The machine
     05 · models 00 01 02 04 05
 Processes
     launch 01 04 05 06 07 · procs 04 07 · scripts 01 04-07 · dist 01 04 and inside every
-    worker · elastic 04 · launch_result, stacks (what launch returns; reading stacks back)
+    worker · elastic 04 · launch_result (what launch returns; reading stacks back)
 The course
     course (``python -m accelkit doctor``, what each notebook needs); the maintainers'
     commands (``make run``, ``make verify``, ``make compare``) are in ``tools/``
@@ -75,7 +75,6 @@ _MODULES = (
     "report",
     "roofline",
     "scripts",
-    "stacks",
     "stats",
     "strategy",
     "tf_bench",

@@ -32,6 +32,7 @@ import faulthandler
 import gc
 import json
 import os
+import signal
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -40,7 +41,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from accelkit.stacks import STACK_SIGNAL
+#: The signal a worker answers with every thread's Python stack (``faulthandler``); the
+#: launcher sends it before killing a stuck launch.  None where the OS has no SIGUSR1.
+STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
 
 #: How long a collective waits for the other ranks by default, seconds (torch's own default
 #: is 30 minutes for gloo and 10 for NCCL: a hang would look like a slow run).

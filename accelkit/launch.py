@@ -26,7 +26,7 @@ all-reduces gradients) and which line of the worker made it.
 
 What lives elsewhere: starting, streaming, timing out and killing process groups, ports and
 the launch marker (:mod:`accelkit.procs`); the result, its report and the error
-(:mod:`accelkit.launch_result`); reading stacks (:mod:`accelkit.stacks`); torchrun's
+(:mod:`accelkit.launch_result`, which also reads stacks back); torchrun's
 command line and records (:mod:`accelkit.elastic`); finding, showing and importing worker
 scripts and reading their JSON (:mod:`accelkit.scripts`).
 """
@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from accelkit import dist, elastic, procs, scripts, stacks
-from accelkit.launch_result import LaunchError, LaunchResult, spawn_error
+from accelkit import dist, elastic, procs, scripts
+from accelkit.launch_result import LaunchError, LaunchResult, last_stack, spawn_error
 from accelkit.procs import Child, PortInUseError
 
 #: torchrun's per-line prefix template; ``${rank}`` is the global rank.
@@ -85,7 +85,7 @@ def _run(kind: str, children: list[Child], launch_id: str, *, timeout_s: float, 
     run = procs.run_group(children, launch_id=launch_id, timeout_s=timeout_s, on_line=lines,
                           fail_fast=fail_fast)
     logs = lines.logs()
-    dumped = {r: st for r, log in logs.items() if (st := stacks.last_stack(log))} \
+    dumped = {r: st for r, log in logs.items() if (st := last_stack(log))} \
         if run.stacks_requested else {}
     return LaunchResult(kind, [c.argv for c in children], logs=logs,
                         launcher_log=lines.launcher_log(), returncodes=run.returncodes,

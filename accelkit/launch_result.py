@@ -7,25 +7,148 @@ tail; the other ranks' exit codes; where each rank was), :meth:`LaunchResult.whe
 rank, the call into torch it was blocked in and the worker line that made it),
 :meth:`LaunchResult.check` (raise :class:`LaunchError` unless clean),
 :meth:`LaunchResult.read_json`, and :func:`spawn_error` (the error of a failed
-``torch.multiprocessing`` group, with a child's own stderr).
+``torch.multiprocessing`` group, with a child's own stderr).  And the stack *text* it reads:
+:class:`Frame`, :func:`last_stack` (the main thread's stack from the last ``faulthandler`` dump
+in a log), :func:`traceback_frames` and :func:`where_waiting` (a stack in one line: the call
+into torch the rank was blocked in, and the line of its own code that made it).
 
 What lives elsewhere: the launchers that fill these in (:mod:`accelkit.launch`, which
-re-exports both classes: ``ak.launch.LaunchError`` is the public spelling); reading stacks
-and tracebacks as frames (:mod:`accelkit.stacks`); torchrun's per-rank failure records
+re-exports both classes: ``ak.launch.LaunchError`` is the public spelling); asking processes
+for their stacks (:func:`accelkit.procs.request_stacks`) and registering the signal in workers
+(:func:`accelkit.dist.enable_stack_dumps`); torchrun's per-rank failure records
 (:mod:`accelkit.elastic`); the JSON a worker wrote (:func:`accelkit.scripts.read_json`).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelkit import procs, scripts, stacks
+from accelkit import procs, scripts
 from accelkit.elastic import RankFailure
-from accelkit.stacks import Frame
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of a Python stack: file, line number, function, and its source line."""
+
+    file: str
+    line: int
+    func: str
+    code: str = ""
+
+    @property
+    def short_file(self) -> str:
+        """The path from ``torch/`` or ``accelkit/`` on, else the file name."""
+        parts = Path(self.file).parts
+        for root in ("torch", "accelkit"):
+            if root in parts:
+                return "/".join(parts[len(parts) - 1 - parts[::-1].index(root):])
+        return Path(self.file).name
+
+    @property
+    def in_torch(self) -> bool:
+        """True for a frame inside the torch package."""
+        return "torch" in Path(self.file).parts[:-1]
+
+    def __str__(self) -> str:
+        return f"{self.short_file}:{self.line} in {self.func}"
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+),? in (?P<func>\S+)')
+_DUMP_HEAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ .*most recent call first")
+
+
+def last_stack(log: str) -> list[Frame]:
+    """Return the main thread's stack from the last ``faulthandler`` dump in ``log``.
+
+    A dump (``faulthandler.dump_traceback(all_threads=True)``, or the stack signal) lists
+    each Python thread, innermost frame first; the main thread is the one whose outermost
+    frame is ``<module>`` (else the thread marked "Current thread", which received the stack
+    signal, else the first listed).  Source lines are filled in from the files.
+
+    Returns:
+        Its frames, innermost first; ``[]`` when ``log`` holds no dump.
+    """
+    import linecache
+
+    lines = log.splitlines()
+    heads = [i for i, s in enumerate(lines) if _DUMP_HEAD.match(s.strip())]
+    if not heads:
+        return []
+    blocks: list[list[Frame]] = []
+    current = -1  # the block faulthandler marks "Current thread" (the one that dumped)
+    for s in lines[_dump_start(lines, heads):]:
+        if _DUMP_HEAD.match(s.strip()):
+            current = len(blocks) if s.strip().startswith("Current thread") else current
+            blocks.append([])
+        elif (m := _FRAME.match(s)) and blocks:
+            code = linecache.getline(m["file"], int(m["line"])).strip()
+            blocks[-1].append(Frame(m["file"], int(m["line"]), m["func"], code))
+        elif s.strip() and blocks and blocks[-1]:
+            break  # the dump ended: later output is not part of it
+    main = [b for b in blocks if b and b[-1].func == "<module>"]
+    return main[0] if main else blocks[max(current, 0)]
+
+
+def _dump_start(lines: Sequence[str], heads: Sequence[int]) -> int:
+    """The first line of the last dump: the first of its thread headers."""
+    start = heads[-1]
+    for h in reversed(heads[:-1]):
+        if all(_FRAME.match(s) or not s.strip() for s in lines[h + 1:start]):
+            start = h
+        else:
+            break
+    return start
+
+
+def traceback_frames(traceback: str) -> list[Frame]:
+    """Return the frames of a Python traceback text (``Traceback (most recent call last)``).
+
+    Returns:
+        Its frames, innermost first (the order of :func:`last_stack`), with source lines.
+    """
+    lines = traceback.splitlines()
+    frames = []
+    for i, s in enumerate(lines):
+        m = _FRAME.match(s)
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.match(
+                lines[i + 1]) else ""
+            frames.append(Frame(m["file"], int(m["line"]), m["func"], code))
+    return frames[::-1]
+
+
+def where_waiting(frames: Sequence[Frame]) -> str:
+    """Say in one line where a stack (innermost first) was: torch's call and the caller's line.
+
+    The call is the outermost torch frame below the caller's code (``barrier``, ``all_reduce``,
+    ``backward``: DDP all-reduces its gradients inside ``backward``); the caller is the frame
+    that made it, with its source line.
+
+    Example: ``"barrier (torch/distributed/distributed_c10d.py:5356), called from
+    accelkit/dist.py:283 in teardown: dist.barrier()"``.
+    """
+    if not frames:
+        return "(no stack)"
+    callers = [i for i, f in enumerate(frames) if not f.in_torch]
+    first_own = callers[0] if callers else len(frames)
+    calls = [f for f in frames[:first_own] if f.func != "wrapper"]  # c10d_logger's wrapper
+    if not calls:  # blocked in its own code, not in torch
+        f = frames[0]
+        return f"{f}" + (f": {f.code}" if f.code else "")
+    call = calls[-1]  # the torch function the caller called
+    where = f"{call.func} ({call.short_file}:{call.line})"
+    if callers:
+        caller = frames[first_own]
+        where += f", called from {caller}" + (f": {caller.code}" if caller.code else "")
+    return where
+
 
 _TRACEBACK = "Traceback (most recent call last)"
 
@@ -89,7 +212,7 @@ class LaunchResult:
             :func:`accelkit.procs.leftover_processes` takes it.
         out: the path passed to the worker as ``--out``, or None.
         stacks: per rank, the main thread's Python stack (innermost frame first) from the dump
-            it printed when a timed-out run asked for it (see :func:`accelkit.stacks.last_stack`).
+            it printed when a timed-out run asked for it (see :func:`last_stack`).
         collective_timeout_s: the workers' collective timeout, seconds, or None (not set).
     """
 
@@ -154,15 +277,15 @@ class LaunchResult:
         traceback each failed rank recorded in its error file.  One line per rank, e.g.
         ``"barrier (torch/distributed/distributed_c10d.py:5356), called from
         accelkit/dist.py:283 in teardown: dist.barrier()"`` (see
-        :func:`accelkit.stacks.where_waiting`).
+        :func:`where_waiting`).
 
         Returns:
             ``{rank: line}`` for the ranks with a stack or a recorded traceback, by rank.
         """
-        found = {r: stacks.where_waiting(st) for r, st in self.stacks.items() if st}
+        found = {r: where_waiting(st) for r, st in self.stacks.items() if st}
         for r, f in self.failures.items():
             if r not in found and f.traceback:
-                found[r] = stacks.where_waiting(stacks.traceback_frames(f.traceback))
+                found[r] = where_waiting(traceback_frames(f.traceback))
         return dict(sorted(found.items()))
 
     def _where_lines(self) -> list[str]:
@@ -239,7 +362,11 @@ def spawn_error(error: BaseException, stderr: str) -> LaunchError:
 
 
 __all__ = [
+    "Frame",
     "LaunchError",
     "LaunchResult",
+    "last_stack",
     "spawn_error",
+    "traceback_frames",
+    "where_waiting",
 ]

@@ -18,7 +18,7 @@ This module owns the plumbing under every launcher in :mod:`accelkit.launch`:
   timed-out group.
 
 What lives elsewhere: reading the dumps and tracebacks back as frames
-(:mod:`accelkit.stacks`); ``torch.multiprocessing`` children (:func:`accelkit.launch.spawn`);
+(:mod:`accelkit.launch_result`); ``torch.multiprocessing`` children (:func:`accelkit.launch.spawn`);
 the launchers (:mod:`accelkit.launch`) and their results and errors
 (:mod:`accelkit.launch_result`); torchrun's per-rank failure records
 (:mod:`accelkit.elastic`); worker script files (:mod:`accelkit.scripts`).
@@ -44,7 +44,7 @@ from typing import IO, Any
 
 import psutil
 
-from accelkit.stacks import STACK_SIGNAL
+from accelkit.dist import STACK_SIGNAL
 
 #: Environment variable set on every process a launch starts (its value: the launch id).
 MARKER_ENV = "ACCELKIT_LAUNCH_ID"

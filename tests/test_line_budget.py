@@ -23,7 +23,7 @@ _spec.loader.exec_module(line_budget)
 
 #: Lines per module (path under accelkit/), at most: today's count, lowered as modules shrink.
 BUDGET: dict[str, int] = {
-    "__init__.py": 113,
+    "__init__.py": 112,
     "__main__.py": 55,
     "bench.py": 577,
     "checks.py": 211,
@@ -34,7 +34,7 @@ BUDGET: dict[str, int] = {
     "course.py": 221,
     "data.py": 247,
     "device.py": 542,
-    "dist.py": 454,
+    "dist.py": 457,
     "dtype_trace.py": 111,
     "dtypes.py": 76,
     "elastic.py": 305,
@@ -56,7 +56,7 @@ BUDGET: dict[str, int] = {
     "jobs.py": 164,
     "keras_mp.py": 223,
     "launch.py": 434,
-    "launch_result.py": 245,
+    "launch_result.py": 372,
     "memory.py": 680,
     "models.py": 303,
     "pipeline_model.py": 194,
@@ -66,7 +66,6 @@ BUDGET: dict[str, int] = {
     "report.py": 302,
     "roofline.py": 533,
     "scripts.py": 176,
-    "stacks.py": 151,
     "stats.py": 390,
     "strategy.py": 258,
     "tf_bench.py": 79,
@@ -75,7 +74,7 @@ BUDGET: dict[str, int] = {
     "verify.py": 341,
 }
 #: Lines in the whole package, at most (the sum of the budgets when this file was written).
-TOTAL_BUDGET = 14363
+TOTAL_BUDGET = 14341
 
 
 def test_no_module_grows_past_its_budget_and_new_ones_stay_small():

@@ -1,6 +1,6 @@
 """accelkit.procs: process groups that stream, fail fast, time out and leave nothing behind.
 
-Reading the stack dumps back is tested in test_stacks.py."""
+Reading the stack dumps back (accelkit.launch_result) is tested in test_stacks.py."""
 
 import os
 import socket
@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from accelkit import procs, stacks
+from accelkit import launch_result as stacks
+from accelkit import procs
 
 SLACK_S = 10
 
