@@ -63,7 +63,7 @@ BUDGET: dict[str, int] = {
     "plot.py": 442,
     "precision.py": 716,
     "procs.py": 511,
-    "report.py": 302,
+    "report.py": 121,
     "roofline.py": 533,
     "scripts.py": 176,
     "stats.py": 390,
@@ -74,7 +74,7 @@ BUDGET: dict[str, int] = {
     "verify.py": 341,
 }
 #: Lines in the whole package, at most (the sum of the budgets when this file was written).
-TOTAL_BUDGET = 14341
+TOTAL_BUDGET = 14160
 
 
 def test_no_module_grows_past_its_budget_and_new_ones_stay_small():

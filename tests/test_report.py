@@ -1,5 +1,7 @@
+import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -7,6 +9,12 @@ import pytest
 import torch
 
 from accelkit import report
+
+_spec = importlib.util.spec_from_file_location(
+    "tools_run_summary", Path(__file__).resolve().parents[1] / "tools" / "run_summary.py")
+rs = importlib.util.module_from_spec(_spec)
+sys.modules["tools_run_summary"] = rs
+_spec.loader.exec_module(rs)  # the run summary a learner hands in: tools/run_summary.py
 
 
 def test_record_in_memory_and_returns_value():
@@ -65,16 +73,16 @@ def test_summary_gathers_results_and_writes_json_and_markdown(tmp_path):
     assert report.results(tmp_path / "missing.jsonl") == {}
     runs = {"01_bad": {"status": "error", "wall_s": 1.0, "error": "\x1b[31mRuntimeError\x1b[0m: boom"},
             "00_good": {"status": "ok", "wall_s": 2.0, "error": ""}}
-    summary = report.summary(runs, gathered, config.profile("ci"))
+    summary = rs.summary(runs, gathered, config.profile("ci"))
     assert list(summary["notebooks"]) == ["00_good", "01_bad"]
     assert summary["profile"] == {"name": "ci", "reason": "set by argument"}
     assert "cpu_count" in summary["hardware"]
-    report.write_summary(tmp_path, summary)
-    assert report.load_summary(tmp_path) == summary
+    rs.write_summary(tmp_path, summary)
+    assert rs.load_summary(tmp_path) == summary
     md = (tmp_path / "summary.md").read_text()
     assert "Hardware card" in md and "`t.speedup` | 1.5x | 00_good" in md
     assert "## Failures" in md and "RuntimeError: boom" in md and "\x1b[" not in md
-    assert report.load_summary(tmp_path / "nowhere") is None
+    assert rs.load_summary(tmp_path / "nowhere") is None
 
 
 def test_a_partial_run_updates_the_earlier_summary():
@@ -84,24 +92,24 @@ def test_a_partial_run_updates_the_earlier_summary():
                          "01_b": {"status": "error", "wall_s": 1.0, "error": "x"}},
            "results": {"t.a": {"value": 1.0, "unit": "", "notebook": "00_a"},
                        "t.stale": {"value": 9.0, "unit": "", "notebook": "01_b"}}}
-    new = report.summary({"01_b": {"status": "ok", "wall_s": 2.0, "error": ""}},
+    new = rs.summary({"01_b": {"status": "ok", "wall_s": 2.0, "error": ""}},
                          {"t.b": {"value": 2.0, "unit": "", "notebook": "01_b"}},
                          config.profile("ci"), previous=old)
     assert new["notebooks"]["01_b"]["status"] == "ok" and set(new["notebooks"]) == {"00_a", "01_b"}
     assert set(new["results"]) == {"t.a", "t.b"}, "results of a re-run notebook are replaced"
-    md = report.summary_markdown(new)
+    md = rs.summary_markdown(new)
     assert "## Failures" not in md
 
 
 def test_summary_has_a_format_version_and_an_anonymous_machine_label():
     from accelkit import config
 
-    first = report.summary({}, {}, config.profile("ci"))
-    assert first["format"] == report.FORMAT == 1
+    first = rs.summary({}, {}, config.profile("ci"))
+    assert first["format"] == rs.FORMAT == 1
     label, run_id = first["machine"]["label"], first["machine"]["run_id"]
     assert re.fullmatch(r"[a-z0-9-]+-[0-9a-f]{4}", label), label
     assert label.startswith(first["hardware"]["hardware_class"] + "-"), label
-    again = report.summary({}, {}, config.profile("ci"), previous=first)
+    again = rs.summary({}, {}, config.profile("ci"), previous=first)
     assert again["machine"] == {"label": label, "run_id": run_id}, "a partial run keeps its id"
 
 
@@ -109,17 +117,17 @@ def test_machine_label_hashes_hardware_facts_only():
     card = {"hardware_class": "cpu-avx2", "machine": "x86_64", "cpu": "Some CPU", "cpu_count": 4,
             "memory_bytes": 16 * 2**30, "torch_devices": [], "python": "3.11.7"}
     same_box = card | {"hardware_class": "cpu-avx512-bf16", "python": "3.12.1", "emulated": "x"}
-    assert report.machine_label(card)[-4:] == report.machine_label(same_box)[-4:], \
+    assert rs.machine_label(card)[-4:] == rs.machine_label(same_box)[-4:], \
         "the same machine keeps its hash under another class or Python"
-    assert report.machine_label(card) != report.machine_label(card | {"cpu_count": 8})
-    assert report.machine_label({}).startswith("unknown-")
+    assert rs.machine_label(card) != rs.machine_label(card | {"cpu_count": 8})
+    assert rs.machine_label({}).startswith("unknown-")
 
 
 def test_anonymise_scrubs_paths_hosts_and_users_but_keeps_urls_and_units():
     names = {"ana-laptop": "<host>", "anakin": "<user>"}
     text = ('File "/home/anakin/course/notebooks/x.py", line 3 on ana-laptop; C:\\Users\\anakin\\x.py; '
             "see https://pytorch.org/docs/stable/amp.html: 12 GB/s, 1/2 (B, T, C) anakin's")
-    out = report.anonymise({"a": [text, 1.5, True]}, names)["a"][0]
+    out = rs.anonymise({"a": [text, 1.5, True]}, names)["a"][0]
     assert "anakin" not in out and "ana-laptop" not in out and "/home" not in out, out
     assert 'File "…/x.py"' in out and "…/x.py;" in out, out
     assert "https://pytorch.org/docs/stable/amp.html" in out and "12 GB/s, 1/2 (B, T, C)" in out, out
@@ -139,7 +147,7 @@ def test_results_json_names_no_user_host_or_path(tmp_path, monkeypatch):
     runs = {"00_bad": {"status": "error", "wall_s": 1.0,
                        "error": f"FileNotFoundError: {home}/data.csv (on ana-laptop, user anakin)"}}
     gathered = {"t.where": {"value": f"{tmp_path}/scratch", "unit": "", "notebook": "00_bad"}}
-    report.write_summary(tmp_path, report.summary(runs, gathered, config.profile("ci")))
+    rs.write_summary(tmp_path, rs.summary(runs, gathered, config.profile("ci")))
     text = (tmp_path / "results.json").read_text() + (tmp_path / "summary.md").read_text()
     for leak in ("anakin", "ana-laptop", "/home/", str(tmp_path), str(Path.cwd())):
         assert leak not in text, f"{leak!r} is in results.json/summary.md"
@@ -147,7 +155,7 @@ def test_results_json_names_no_user_host_or_path(tmp_path, monkeypatch):
 
 
 def test_hand_in_line_says_where_the_file_is_and_what_to_do(tmp_path):
-    line = report.hand_in_line(tmp_path, {"machine": {"label": "cpu-avx2-3f9a"},
+    line = rs.hand_in_line(tmp_path, {"machine": {"label": "cpu-avx2-3f9a"},
                                           "profile": {"name": "ci"}})
     assert "\n" not in line and str(tmp_path / "results.json") in line
     assert "cpu-avx2-3f9a" in line and "tools/compare.py" in line

@@ -43,6 +43,9 @@ from typing import Any
 
 from accelkit import report, verify
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_summary  # noqa: E402  (tools/run_summary.py)
+
 #: Result-key prefixes that describe the machine rather than a workload of the profile's size;
 #: they are compared across profiles (a ``ci`` roof on a GPU understates its peak: said so).
 MACHINE_PREFIXES = ("roofline.",)
@@ -52,7 +55,7 @@ HEADLINE_SPEEDUPS = {
     "fusion.fused_adamw_speedup": "fused AdamW", "ddp.scaling_efficiency": "DDP scaling eff.",
     "gpt.sdpa_speedup": "GPT SDPA rung", "gpt.ladder_speedup": "GPT ladder"}
 #: The ``results.json`` format versions this accelkit reads (0: written before versions).
-RUN_FORMATS = (0, report.FORMAT)
+RUN_FORMATS = (0, run_summary.FORMAT)
 _ROOF_DTYPES = ("fp32", "bf16", "fp16")
 _MD, _HTML = "compare.md", "compare.html"
 
@@ -66,7 +69,7 @@ class Run:
     """One machine's results, read from a ``results.json`` or a verification record.
 
     Attributes:
-        label: the anonymous machine label (:func:`accelkit.report.machine_label`), made
+        label: the anonymous machine label (``run_summary.machine_label``), made
             unique among the compared runs.
         kind: ``"run"`` (``make run``'s ``results.json``) or ``"verified"`` (``make verify``).
         card: the hardware card in one line.
@@ -94,10 +97,10 @@ class Run:
 def _read_json(path: Path) -> Any:
     """Return the JSON in ``path`` (a file, or a folder holding ``results.json``)."""
     if path.is_dir():
-        if not (path / report.SUMMARY_JSON).is_file():
-            raise CompareError(f"{path}: no {report.SUMMARY_JSON} in this folder, nor any "
+        if not (path / run_summary.SUMMARY_JSON).is_file():
+            raise CompareError(f"{path}: no {run_summary.SUMMARY_JSON} in this folder, nor any "
                                "other *.json (`make run` writes one into build/)")
-        path = path / report.SUMMARY_JSON
+        path = path / run_summary.SUMMARY_JSON
     if not path.exists():
         raise CompareError(f"{path}: no such file or folder")
     try:
@@ -188,7 +191,7 @@ def _run(where: Path, kind: str, data: dict[str, Any]) -> Run:
     else:
         profile = data["profile"].get("name", "?")
         origin = "make run" + (f", id {data['machine']['run_id']}" if "machine" in data else "")
-    label = data.get("machine", {}).get("label") or report.machine_label(hw | {"hardware_class": cls})
+    label = data.get("machine", {}).get("label") or run_summary.machine_label(hw | {"hardware_class": cls})
     return Run(label, kind, card_line(hw), cls + (" (emulated)" if emulated else ""), profile,
                origin, f"{sum(s == 'ok' for s in ran)} of {len(ran)}", dict(data["results"]),
                str(where))
@@ -205,7 +208,7 @@ def expand(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir() and not (path / report.SUMMARY_JSON).exists():
+        if path.is_dir() and not (path / run_summary.SUMMARY_JSON).exists():
             out += sorted(path.glob("*.json")) or [path]
         elif not path.exists() and any(c in str(raw) for c in "*?"):
             out += [Path(m) for m in sorted(glob.glob(str(raw)))] or [path]

@@ -26,6 +26,9 @@ from typing import Any
 from accelkit import config, course, report
 from accelkit.explore.ui import MODE_ENV as EXPLORE_ENV
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run_summary  # noqa: E402  (tools/run_summary.py)
+
 RESULTS_JSONL = "results.jsonl"  # in the build folder: what the notebooks record, one line each
 
 
@@ -161,7 +164,7 @@ def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathL
         timeout_s: seconds allowed per cell.
 
     Returns:
-        The summary :func:`accelkit.report.summary` made and wrote: ``{"hardware": ...,
+        The summary ``run_summary.summary`` made and wrote: ``{"hardware": ...,
         "profile": ..., "notebooks": {name: {"status", "wall_s", "error"}},
         "results": {key: {"value", "unit", "notebook"}}}``.
 
@@ -180,10 +183,10 @@ def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathL
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESULTS_JSONL).unlink(missing_ok=True)
     runs = [_run_one(path, out_dir, prof, timeout_s) for path in paths]
-    summary = report.summary({r.name: r.row() for r in runs},
+    summary = run_summary.summary({r.name: r.row() for r in runs},
                              report.results(out_dir / RESULTS_JSONL), prof,
-                             previous=report.load_summary(out_dir) if only else None)
-    report.write_summary(out_dir, summary)
+                             previous=run_summary.load_summary(out_dir) if only else None)
+    run_summary.write_summary(out_dir, summary)
     return summary
 
 
@@ -198,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     summary = run_all(args.notebooks, args.out, profile=config.profile(args.profile), only=args.only)
     print(f"wrote {args.out}/summary.md and {args.out}/results.json")
-    print(report.hand_in_line(args.out, summary))
+    print(run_summary.hand_in_line(args.out, summary))
     return 0 if all(n["status"] in ("ok", "skipped") for n in summary["notebooks"].values()) else 1
 
 
