@@ -10,9 +10,8 @@ the two terms where each one dominates — the latency on small buffers, the ban
 ones — and returns a :class:`RingFit` that also knows its crossover size.
 
 The latency grows with N.  A ring all-reduce is ``2 (N-1)`` steps (N-1 of reduce-scatter,
-N-1 of all-gather), and each step pays one message's start-up cost ``α``, so the fixed cost
-of one call is ``2 (N-1) α`` (Thakur, Rabenseifner & Gropp, "Optimization of Collective
-Communication Operations in MPICH", IJHPCA 2005: ``2(p-1)α + 2(p-1)/p nβ`` for the ring).
+N-1 of all-gather; Patarasuk & Yuan 2009), and each step sends one message that pays its
+start-up cost ``α`` (Hockney's α-β model), so the fixed cost of one call is ``2 (N-1) α``.
 A latency fitted on N ranks therefore says ``α = latency / (2 (N-1))`` per step;
 :func:`ring_latency_s` scales it to other N, :meth:`RingFit.step_latency_s` and
 :meth:`RingFit.at` do it for a fit.  Holding the fitted latency fixed while N changes
@@ -124,7 +123,7 @@ def ring_latency_s(step_latency_s: float, world_size: int) -> float:
     """Return the fixed cost of one ring all-reduce over ``world_size`` ranks: ``2 (N-1) α``.
 
     A ring all-reduce runs ``N-1`` reduce-scatter steps and ``N-1`` all-gather steps, one
-    message per rank each (Thakur, Rabenseifner & Gropp, IJHPCA 2005).  Pass the result as
+    message per rank each (Patarasuk & Yuan, JPDC 2009), each paying α (Hockney 1994).  Pass the result as
     ``latency_s`` to :func:`ring_allreduce_s`.
 
     Args:
