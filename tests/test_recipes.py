@@ -84,6 +84,9 @@ TECHNIQUES = (
     Technique("DataLoader workers",
               ("num_workers=", "persistent_workers=True", "prefetch_factor=", "pin_memory=",
                'if __name__ == "__main__":'), "command"),
+    Technique("FlexAttention: attention masks as code",
+              ("create_block_mask(", "torch.compile(flex_attention)", "attn_mask="), "process",
+              expect="equal to SDPA"),  # a process: Dynamo imports the mask_mod's module
 )
 BY_HEADING = {t.heading: t for t in TECHNIQUES}
 SLOW = {"torch.compile",  # exec sections that start a compiler
