@@ -17,7 +17,6 @@ records and README's table (``tools/verify.py``); recording results (:mod:`accel
 
 from __future__ import annotations
 
-import ast
 import datetime
 import json
 import math
@@ -27,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from accelkit import course, report
+from accelkit import report
 
 FORMAT = 1
 def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -87,8 +86,6 @@ QUOTE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "measured": str, "source": str, "date": str}
 _DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 #: A line of IPython syntax (``%pip ...``, ``!git ...``), replaced by ``pass`` before parsing.
-_MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
-_RECORD_KEY = re.compile(r"""record\(\s*["']([a-z0-9_.]+)["']""")
 
 
 def records_folder(folder: str | os.PathLike[str] | None = None) -> Path | None:
@@ -209,7 +206,7 @@ def load_quotes(path: str | os.PathLike[str] | None = None,
     Args:
         path: the file; default :data:`QUOTED` in :func:`records_folder` (none there: ``[]``).
         keys: the result keys the notebooks record, ``{key: unit or None}``
-            (:func:`notebook_result_keys`); when given, a figure for another key, or a
+            (``tools/verify.py``'s ``notebook_result_keys``); when given, a figure for another key, or a
             ``match = "same"`` figure in another unit, is an error.
 
     Returns:
@@ -223,7 +220,7 @@ def load_quotes(path: str | os.PathLike[str] | None = None,
             other than :data:`MATCHES`, a malformed date, an unknown key or unit (with ``keys``).
         ImportError: on Python 3.10 without ``tomli`` (saying so).
 
-    Example: ``ak.verify.load_quotes(keys=ak.verify.notebook_result_keys("notebooks"))``
+    Example: ``ak.verify.load_quotes(keys=notebook_result_keys("notebooks"))`` (``tools/verify.py``)
     """
     if path is None:
         folder = records_folder()
@@ -250,43 +247,6 @@ def quotes(key: str, path: str | os.PathLike[str] | None = None) -> list[dict[st
         ValueError, ImportError: as :func:`load_quotes`.
     """
     return [q for q in load_quotes(path) if q["key"] == key]
-
-
-def notebook_result_keys(notebooks: str | os.PathLike[str] = "notebooks") -> dict[str, str | None]:
-    """Return every result key the notebooks record, ``{key: unit}`` (``None``: not a literal).
-
-    Reads the code cells of ``NN_*.ipynb`` for ``ak.report.record("key", value, "unit")``.
-
-    Raises:
-        FileNotFoundError: when there are no notebooks (:func:`accelkit.course.find_notebooks`).
-    """
-    keys: dict[str, str | None] = {}
-    for path in course.find_notebooks(notebooks):
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            if cell["cell_type"] == "code":
-                keys.update(_recorded_in("".join(cell["source"])))
-    return keys
-
-
-def _recorded_in(code: str) -> dict[str, str | None]:
-    """The ``record("key", value, "unit")`` calls in one code cell, ``{key: unit or None}``."""
-    try:
-        tree = ast.parse(_MAGIC.sub(r"\1pass", code))
-    except SyntaxError:  # not Python after all: the keys alone
-        return dict.fromkeys(_RECORD_KEY.findall(code))
-    found: dict[str, str | None] = {}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not node.args:
-            continue
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        key = node.args[0]
-        if name != "record" or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-            continue
-        given = node.args[2:3] + [k.value for k in node.keywords if k.arg == "unit"]
-        unit = given[0] if given else None
-        value = unit.value if isinstance(unit, ast.Constant) else None
-        found[key.value] = value if isinstance(value, str) else None
-    return found
 
 
 #: What ``reference_lines`` says where neither a record nor a quoted figure holds a key.
@@ -337,5 +297,5 @@ def reference_lines(key: str, exclude_class: str | None = None,
 
 
 __all__ = ["FORMAT", "MATCHES", "ONLY_HERE", "QUOTED", "QUOTE_FIELDS", "RECORDS", "is_real", "load_quotes",
-           "load_record", "load_records", "notebook_result_keys", "quotes", "records_folder",
+           "load_record", "load_records", "quotes", "records_folder",
            "reference_lines", "references"]

@@ -29,7 +29,7 @@ BUDGET: dict[str, int] = {
     "checks.py": 211,
     "claims.py": 278,
     "comm_bench.py": 167,
-    "comm_model.py": 305,
+    "comm_model.py": 304,
     "config.py": 148,
     "course.py": 221,
     "data.py": 247,
@@ -71,10 +71,10 @@ BUDGET: dict[str, int] = {
     "tf_bench.py": 79,
     "tf_device.py": 220,
     "tf_trace.py": 262,
-    "verify.py": 341,
+    "verify.py": 301,
 }
 #: Lines in the whole package, at most (the sum of the budgets when this file was written).
-TOTAL_BUDGET = 14160
+TOTAL_BUDGET = 14119
 
 
 def test_no_module_grows_past_its_budget_and_new_ones_stay_small():

@@ -206,7 +206,7 @@ def test_load_quotes_rejects_bad_files_and_allows_close_units(tmp_path):
 
 def test_the_course_quotes_are_valid_for_the_keys_the_notebooks_record():
     """Every figure in verified/quoted.toml names a recorded key, its source and its date."""
-    keys = verify.notebook_result_keys(ROOT / "notebooks")
+    keys = vtool.notebook_result_keys(ROOT / "notebooks")
     quotes = verify.load_quotes(ROOT / "verified" / verify.QUOTED, keys)
     assert quotes, "verified/quoted.toml holds no figures"
     for q in quotes:
@@ -230,7 +230,7 @@ def test_notebook_result_keys_reads_keys_and_literal_units(tmp_path):
                                           'ak.report.record("c.count", n)\nak.report.record("d.s", t, "s")'),
                 nbformat.v4.new_markdown_cell('ak.report.record("e.not_code", 1, "x")')]
     nbformat.write(nb, tmp_path / "00_a.ipynb")
-    assert verify.notebook_result_keys(tmp_path) == {"a.speedup": "x", "b.gbps": "GB/s", "c.count": None,
+    assert vtool.notebook_result_keys(tmp_path) == {"a.speedup": "x", "b.gbps": "GB/s", "c.count": None,
                                                      "d.s": "s"}
 
 

@@ -17,6 +17,7 @@ quoted beside them (what the notebooks call) stay in :mod:`accelkit.verify`.
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import json
 import os
@@ -29,6 +30,9 @@ from typing import Any
 
 from accelkit import config, course, hardware, report
 from accelkit.verify import FORMAT, load_records
+
+_MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
+_RECORD_KEY = re.compile(r"""record\(\s*["']([a-z0-9_.]+)["']""")
 
 START, END = "<!-- verified:start -->", "<!-- verified:end -->"
 #: Result keys shown in the README table, with their column titles.
@@ -194,6 +198,43 @@ def update_readme(readme: str | os.PathLike[str] = "README.md",
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text
+
+
+def notebook_result_keys(notebooks: str | os.PathLike[str] = "notebooks") -> dict[str, str | None]:
+    """Return every result key the notebooks record, ``{key: unit}`` (``None``: not a literal).
+
+    Reads the code cells of ``NN_*.ipynb`` for ``ak.report.record("key", value, "unit")``.
+
+    Raises:
+        FileNotFoundError: when there are no notebooks (:func:`accelkit.course.find_notebooks`).
+    """
+    keys: dict[str, str | None] = {}
+    for path in course.find_notebooks(notebooks):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "code":
+                keys.update(_recorded_in("".join(cell["source"])))
+    return keys
+
+
+def _recorded_in(code: str) -> dict[str, str | None]:
+    """The ``record("key", value, "unit")`` calls in one code cell, ``{key: unit or None}``."""
+    try:
+        tree = ast.parse(_MAGIC.sub(r"\1pass", code))
+    except SyntaxError:  # not Python after all: the keys alone
+        return dict.fromkeys(_RECORD_KEY.findall(code))
+    found: dict[str, str | None] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        key = node.args[0]
+        if name != "record" or not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            continue
+        given = node.args[2:3] + [k.value for k in node.keywords if k.arg == "unit"]
+        unit = given[0] if given else None
+        value = unit.value if isinstance(unit, ast.Constant) else None
+        found[key.value] = value if isinstance(value, str) else None
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
