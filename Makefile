@@ -41,8 +41,10 @@ verify: $(STAMP)  ## nbval over every notebook -> verified/<hardware class>.json
 
 # `make test` is the maintainer's loop (target: under 10 min on CI's 2-core CPU); `make ci` adds
 # the two second passes (the laptop class emulated, Colab's package versions): CI runs `make ci`.
-test: lint typecheck browser unit slow nbval  ## lint, types, fast and slow unit tests, nbval
-ci: test nbval-laptop nbval-colab  ## what CI runs (.ci/run): make test, then the laptop and Colab passes
+# The browser checks run in `make test` when `make browser` has installed chromium and Playwright
+# (they skip otherwise); `make ci` installs them first.
+test: lint typecheck unit slow nbval  ## lint, types, fast and slow unit tests, nbval
+ci: browser test nbval-laptop nbval-colab  ## what CI runs (.ci/run): make test with the browser checks, then the laptop and Colab passes
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check accelkit tests tools notebooks
@@ -53,7 +55,7 @@ typecheck: $(STAMP)  ## mypy over accelkit/ (settings in pyproject.toml)
 unit: $(STAMP)  ## the fast unit tests (under a minute); `make slow` runs the ones that start processes
 	$(PY) -m pytest -q -m "not slow" tests
 
-slow: $(STAMP) browser  ## unit tests that start processes, kernels or compilers (seconds each)
+slow: $(STAMP)  ## unit tests that start processes, kernels or compilers (seconds each)
 	ACCELKIT_PLAYWRIGHT_PYTHON=$${ACCELKIT_PLAYWRIGHT_PYTHON:-$$([ -x $(PW_PY) ] && echo $(CURDIR)/$(PW_PY) || echo $(PY))} \
 	  $(PY) -m pytest -q -m slow tests
 
