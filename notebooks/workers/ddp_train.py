@@ -83,7 +83,7 @@ def train(args: argparse.Namespace, device: torch.device) -> None:  # DDP: + dev
     # endregion
 
     replica_diff = ak.dist.replica_max_abs_diff(model)  # DDP: all replicas must agree
-    if rank == 0:  # DDP: one checkpoint, from rank 0, of the unwrapped model
+    if rank == 0:  # DDP: one checkpoint, from rank 0, of the unwrapped model (FSDP2: gather first)
         args.out.mkdir(parents=True, exist_ok=True)
         torch.save(model.module.state_dict(), args.out / "model.pt")
         (args.out / "log.json").write_text(json.dumps({
