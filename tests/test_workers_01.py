@@ -62,7 +62,7 @@ def test_pipeline_worker_runs_1f1b_which_holds_fewer_micro_batches(tmp_path):
     m = 4
     r = launch.torchrun(scripts.worker_script("pipeline_parallel.py"),
                         ["--dim", 64, "--batch", 32, "--microbatches", m, "--sweep", m,
-                         "--repeats", 2], nproc=2, timeout_s=180, stream=False,
+                         "--repeats", 2, "--pairs", 2], nproc=2, timeout_s=180, stream=False,
                         env={"CUDA_VISIBLE_DEVICES": ""}, out=tmp_path / "pp.json").read_json()
     s = r["schedules"]
     assert s["gpipe"]["max_abs_err"] <= 1e-5 and s["1f1b"]["max_abs_err"] <= 1e-5

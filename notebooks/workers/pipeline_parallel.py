@@ -99,6 +99,8 @@ def main() -> None:
     ap.add_argument("--microbatches", type=int, default=4, help="m for the equality check")
     ap.add_argument("--sweep", type=int, nargs="+", default=[1, 2, 4, 8], help="m values timed")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--pairs", type=int, default=10,
+                    help="interleaved GPipe/1F1B steps timed (>= 6 for a 95%% interval)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     if args.microbatches not in args.sweep:
@@ -278,7 +280,7 @@ def compare_schedules(args: argparse.Namespace, info: ak.dist.RankInfo,
         module, schedule = make_schedule(args.microbatches, kind)
         built[name] = (BusyClock(module, info.device), schedule)
         out[name] = {"max_abs_err": err, "idle": [], "span_s": [], "held": [0] * p, "timeline": []}
-    for r in range(args.repeats):
+    for r in range(args.pairs):
         for name, (clock, schedule) in built.items():
             idle, spans, held, timeline = time_steps(info, clock, schedule, step, 1,
                                                      warmup=1 if r == 0 else 0)
