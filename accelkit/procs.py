@@ -1,27 +1,16 @@
 """Process groups: start them, read their output, enforce a time limit, leave nothing behind.
 
-This module owns the plumbing under every launcher in :mod:`accelkit.launch`:
+The plumbing under every launcher in :mod:`accelkit.launch`: :func:`run_group` starts
+:class:`Child` commands (each in its own session), hands every output line to a callback on
+the calling thread (:class:`RankedLines` prefixes ``[rankN]:``), stops the rest when one fails
+and kills the group past ``timeout_s``, first asking hung workers for their stacks
+(:func:`request_stacks`: ``SIGUSR1``, registered by :func:`accelkit.dist.setup`);
+:func:`kill_all` ends process trees and everything tagged with the launch's marker
+(``$ACCELKIT_LAUNCH_ID``), :func:`leftover_processes` lists what is still alive;
+:func:`free_port` and :func:`is_port_free` for launchers that need a TCP port.
 
-* :func:`run_group` starts a list of :class:`Child` commands (each in its own session, stdout
-  and stderr merged), reads each one's output on a reader thread and hands every line to a
-  callback on the calling thread (a notebook prints from its main thread only), stops the
-  rest when one fails (``fail_fast``), and kills the whole group past ``timeout_s``;
-* :class:`RankedLines` is such a callback: it keeps each rank's lines and streams them with
-  a ``[rankN]:`` prefix, also for children (torchrun agents) whose lines carry the prefix;
-* :func:`kill_all` ends a process tree with SIGTERM, then SIGKILL (psutil), and every
-  process tagged with the launch's marker (``$ACCELKIT_LAUNCH_ID``), also those whose parent
-  died first; :func:`leftover_processes` lists what is still alive;
-* :func:`free_port` and :func:`is_port_free` for launchers that need a TCP port;
-* stack dumps of hung workers: :func:`request_stacks` sends the stack signal
-  (``SIGUSR1``, registered with ``faulthandler`` by :func:`accelkit.dist.setup`) to every
-  process of a launch that catches it, and :func:`run_group` does so before killing a
-  timed-out group.
-
-What lives elsewhere: reading the dumps and tracebacks back as frames
-(:mod:`accelkit.launch_result`); ``torch.multiprocessing`` children (:func:`accelkit.launch.spawn`);
-the launchers (:mod:`accelkit.launch`) and their results and errors
-(:mod:`accelkit.launch_result`); torchrun's per-rank failure records
-(:mod:`accelkit.elastic`); worker script files (:mod:`accelkit.scripts`).
+Elsewhere: the launchers, their results and reading stacks back (:mod:`accelkit.launch`,
+:mod:`accelkit.launch_result`); torchrun's failure records (:mod:`accelkit.elastic`).
 """
 
 from __future__ import annotations
