@@ -199,7 +199,12 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"ci, full or auto (default: ${config.PROFILE_ENV} or auto)")
     parser.add_argument("--only", nargs="*", help="run only notebooks whose name contains these")
     args = parser.parse_args(argv)
-    summary = run_all(args.notebooks, args.out, profile=config.profile(args.profile), only=args.only)
+    try:
+        summary = run_all(args.notebooks, args.out, profile=config.profile(args.profile),
+                          only=args.only)
+    except (FileNotFoundError, ValueError) as exc:  # no notebooks, or the out folder refused
+        print(f"run_notebooks: {exc}", file=sys.stderr)
+        return 2
     print(f"wrote {args.out}/summary.md and {args.out}/results.json")
     print(run_summary.hand_in_line(args.out, summary))
     return 0 if all(n["status"] in ("ok", "skipped") for n in summary["notebooks"].values()) else 1
