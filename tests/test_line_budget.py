@@ -74,7 +74,7 @@ BUDGET: dict[str, int] = {
     "verify.py": 301,
 }
 #: Lines in the whole package, at most (the sum of the budgets when this file was written).
-TOTAL_BUDGET = 14119
+TOTAL_BUDGET = 14108
 
 
 def test_no_module_grows_past_its_budget_and_new_ones_stay_small():
