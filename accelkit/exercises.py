@@ -76,7 +76,7 @@ KEYS: dict[str, Key] = {
     "03.2": Key(3, "read x, read r, write out (bias is tiny)", rel=1e-9),
     "03.3": Key(4000, "compile time / time saved per call", rel=1e-9),
     # 04 distributed data parallel (numbers within 2 %)
-    "04.1": Key(0.05 * 8, "linear scaling: the learning rate grows with the global batch", rel=0.02),
+    "04.1": Key(0.05 * 8, "SGD's linear rule (Goyal 2017): lr grows with the global batch", rel=0.02),
     "04.2": Key(3400 / (4 * 1000), "measured throughput / the ideal (N x one process)",
                 rel=0.02),
     "04.3": Key((1347 // 2 // 32) // 2, "drop_last drops a remainder twice: when the sampler "

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 from accelkit import bench, plot
-from accelkit.explore import comm_view, memory_view, mfu_view, pipeline_view, roofline_view
+from accelkit.explore import memory_view, mfu_view, pipeline_view, roofline_view
 from accelkit.roofline import Roofline
 
 ROOF = Roofline({"fp32": 0.21, "bf16": 0.37}, 9.5, device="cpu", device_name="Xeon", profile="ci")
@@ -67,14 +67,12 @@ def test_accelkit_plot_draws_no_text_over_text(name):
 def _explorer_figures():
     mem = dict(n_params=1_126_410, world_size=2, batch=256, widths=[64, 1024, 1024, 10],
                largest_param=1024 * 1024)
-    cv = comm_view.compute(4_505_640, 2, bus_gbps=0.91, latency_s=7.9e-4, backward_s=0.01)
     return {
         "roofline": lambda: roofline_view.draw(
             ROOF, roofline_view.compute(ROOF, op="matmul", size=512)),
         "memory": lambda: memory_view.draw(memory_view.compute(**mem, strategy="dp"), "h100"),
         "memory 7B": lambda: memory_view.draw(memory_view.compute(
             7_000_000_000, strategy="zero3", world_size=8, device="h100"), "h100"),
-        "comm": lambda: comm_view.draw(cv, 4_505_640, 2, 7.9e-4, 0.01),
         "pipeline": lambda: pipeline_view.draw(pipeline_view.compute(2, 4),
                                                {1: 0.43, 2: 0.36, 4: 0.32, 8: 0.36}),
         "pipeline 8x32": lambda: pipeline_view.draw(pipeline_view.compute(8, 32)),

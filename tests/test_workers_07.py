@@ -5,6 +5,7 @@ import pytest
 
 from accelkit import scripts
 
+
 def test_loader_data_reads_slowly_and_validates():
     ld = scripts.import_worker("loader_data.py")
     ds = ld.SlowReads(10, dim=3, read_ms=0)

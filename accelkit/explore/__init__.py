@@ -8,12 +8,11 @@ entry point          model                                                  note
 ===================  =====================================================  ==============
 :func:`roofline`     :class:`accelkit.roofline.Roofline` (measured roofs)   00
 :func:`memory`       :mod:`accelkit.memory` (per device, step peak, fits)   01
-:func:`comm`         :func:`accelkit.comm_model.ring_allreduce_s`           01 (04)
 :func:`pipeline`     :mod:`accelkit.pipeline_model` (GPipe, bubble)         01
 :func:`mfu`          :func:`accelkit.gpt.flops_per_token`, :func:`~accelkit.gpt.mfu`  06
 ===================  =====================================================  ==============
 
-Each explorer lives in its own module (``roofline_view``, ``memory_view``, ``comm_view``,
+Each explorer lives in its own module (``roofline_view``, ``memory_view``,
 ``pipeline_view``, ``mfu_view``) with a pure ``compute`` (settings -> numbers, the update
 function the tests check), ``draw`` (numbers -> matplotlib figure) and ``readout`` (numbers ->
 text).  Whether widgets or a static figure are shown, and the settings printed as code, is
@@ -34,10 +33,10 @@ from accelkit.explore.ui import MODE_ENV, is_interactive
 
 #: entry point -> the module that defines it (imported on first use: the views import
 #: matplotlib and torch, the mode check does not)
-_ENTRY_POINTS = {"comm": "comm_view", "memory": "memory_view", "mfu": "mfu_view",
+_ENTRY_POINTS = {"memory": "memory_view", "mfu": "mfu_view",
                  "pipeline": "pipeline_view", "roofline": "roofline_view"}
 
-__all__ = ["MODE_ENV", "comm", "is_interactive", "memory", "mfu", "pipeline", "roofline"]
+__all__ = ["MODE_ENV", "is_interactive", "memory", "mfu", "pipeline", "roofline"]
 
 
 def __getattr__(name: str) -> Any:
