@@ -310,8 +310,8 @@ class Stepper:
             raise ValueError(f"accum must be an int >= 1, got {accum!r}")
         if clip is not None and not clip > 0:
             raise ValueError(f"clip must be a positive norm or None, got {clip!r}")
-        self.clip, self.grad_norm = clip, None
-        self.model, self.opt, self.batches, self.accum = model, opt, batches, accum
+        self.grad_norm: torch.Tensor | None = None  # the last step's norm before clipping
+        self.model, self.opt, self.batches, self.accum, self.clip = model, opt, batches, accum, clip
         self.amp, self.device, self.no_sync, self.i = amp, device, no_sync, 0
         from accelkit.precision import make_step  # the course's one autocast + GradScaler recipe
 

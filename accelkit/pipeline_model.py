@@ -133,7 +133,7 @@ def one_f_one_b_schedule(stages: int, microbatches: int) -> list[Slot]:
         ops += [("B", i) for i in range(m - w, m)]
         order.append(ops)
     done: dict[tuple[int, str, int], int] = {}     # (stage, kind, micro-batch) -> end slot
-    free, nxt, slots = [0] * p, [0] * p, []
+    free, nxt, slots = [0] * p, [0] * p, list[Slot]()
     while len(slots) < 2 * p * m:
         progressed = False
         for s in range(p):
