@@ -89,3 +89,18 @@ def test_readme_states_the_counted_course_time():
     expected = course_time.update_readme(readme, course_time.readme_sentence(paths))
     assert readme == expected, (
         "README.md's course time is not the count from the notebooks: python tools/course_time.py --write")
+
+
+def test_prose_that_mentions_a_deep_dive_does_not_open_one():
+    nb = {"cells": [_md("# 06 · Title\n\nFolded **Deep dive (optional)** cells hold the depth."),
+                    _md("## The idea\n\nfive words of prose here")]}
+    assert course_time.count(nb, lesson=True).prose_words > 10  # the header did not skip it all
+
+
+def test_readme_table_gets_each_notebooks_counted_minutes():
+    text = ("| notebook | what | after | reading | run |\n|---|---|---|---|---|\n"
+            "| [00 · Setup](nb/00.ipynb) | devices | — | 60–75 min | ≈ 30 s |\n"
+            "| [01 · More](nb/01.ipynb) | rings | 00 | 90 min | ≈ 65 s |\n")
+    out = course_time.update_reading_column(text, {"00": 56.4})
+    assert "| [00 · Setup](nb/00.ipynb) | devices | — | 56 min | ≈ 30 s |" in out
+    assert "| 00 | 90 min | ≈ 65 s |" in out  # a notebook without a count is left alone

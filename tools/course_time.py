@@ -53,7 +53,7 @@ FIGURE_S = 30
 #: The suggested order for a learner with one GPU (README's start box).
 ONE_GPU_PATH = ("00", "02", "03", "06")
 START, END = "<!-- course-time:start -->", "<!-- course-time:end -->"
-DEEP_DIVE = re.compile(r"deep dive \(optional\)", re.I)
+DEEP_DIVE = re.compile(r"^#{1,6}\s.*deep dive \(optional\)", re.I | re.M)  # in a heading
 _WORD = re.compile(r"[^\W_][\w'’.,:;/+-]*")  # a token with a letter or digit in front
 _HEADING = re.compile(r"^(#{1,6})\s", re.M)
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/svg+xml")
@@ -156,8 +156,9 @@ def count(nb: dict[str, Any], *, lesson: bool) -> Count:
             levels = [len(h) for h in _HEADING.findall(src)]
             if skip_level and levels and min(levels) <= skip_level:
                 skip_level = 0  # a heading of the deep dive's level or higher ends it
-            if lesson and not skip_level and levels and DEEP_DIVE.search(src):
-                skip_level = min(levels)
+            dive = DEEP_DIVE.search(src)  # a heading naming a deep dive, not prose mentioning one
+            if lesson and not skip_level and dive:
+                skip_level = len(_HEADING.match(dive.group()).group(1))
         if lesson and skip_level:
             continue
         if cell.get("cell_type") == "markdown":
@@ -216,6 +217,19 @@ def update_readme(text: str, sentence: str) -> str:
     return pattern.sub(lambda _: START + sentence + END, text, count=1)
 
 
+_ROW = re.compile(r"^(\| \[(\d\d) · [^|]*\|[^|]*\|[^|]*\| )([^|]*?)( \|.*)$", re.M)
+
+
+def update_reading_column(text: str, minutes: dict[str, float]) -> str:
+    """Return ``text`` with the reading column of README's notebook table (the 4th: notebook,
+    what, after, reading, ...) set to each notebook's counted lesson minutes; rows of
+    notebooks not in ``minutes`` are left as they are."""
+    def cell(m: re.Match[str]) -> str:
+        n = m.group(2)
+        return m.group(1) + (f"{minutes[n]:.0f} min" if n in minutes else m.group(3)) + m.group(4)
+    return _ROW.sub(cell, text)
+
+
 def table(paths: list[Path]) -> str:
     """Return a Markdown table of the count per notebook (lesson), with totals."""
     lesson, full = counts(paths, lesson=True), counts(paths, lesson=False)
@@ -242,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         print(readme_sentence(paths))
         return 0
     text = readme.read_text(encoding="utf-8")
-    new = update_readme(text, readme_sentence(paths))
+    minutes = {n: c.minutes for n, c in counts(paths, lesson=True).items()}
+    new = update_reading_column(update_readme(text, readme_sentence(paths)), minutes)
     if args.write:
         if new != text:
             readme.write_text(new, encoding="utf-8")
