@@ -21,7 +21,7 @@ Owns: :class:`Timing`, :class:`Comparison` (its verdicts re-exported from ``stat
 ``table``, ``format_time``.
 Lives elsewhere: the statistics, the verdict rule and the sequential plan
 (:mod:`accelkit.stats`), timing TensorFlow callables (:mod:`accelkit.tf_bench`), asserting a
-verdict in a notebook (:func:`accelkit.checks.assert_speedup`), device synchronisation
+verdict in a notebook (:func:`accelkit.claims.assert_speedup`), device synchronisation
 (:mod:`accelkit.device`).
 """
 
@@ -438,7 +438,7 @@ def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
     looks: with the true speedup exactly at a floor, "holds" comes out in at most
     ``(1 - confidence) / 2`` of comparisons (2.5 %), as "does not hold here" does; timing a
     95 % interval after every batch until it decides, the old rule, said "holds" far more
-    often.  :func:`accelkit.checks.assert_speedup` then fails with "does not hold here" or
+    often.  :func:`accelkit.claims.assert_speedup` then fails with "does not hold here" or
     "too noisy to decide", never on a single unlucky attempt.
 
     Args:

@@ -17,7 +17,7 @@ over all looks together stays at the plan's.
 
 Lives elsewhere: taking the measurements and pairing them (:mod:`accelkit.bench`, whose
 ``Comparison`` applies these to per-pair speed ratios and re-exports the verdicts), failing a
-notebook on a verdict (:func:`accelkit.checks.assert_speedup`).
+notebook on a verdict (:func:`accelkit.claims.assert_speedup`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from accelkit import checks, dtypes, hardware, precision, roofline
+from accelkit import claims, dtypes, hardware, precision, roofline
 
 
 @pytest.mark.parametrize(("given", "name", "short"), [
@@ -31,7 +31,7 @@ def test_the_users_agree_on_names():
     for given in ("bf16", torch.bfloat16, "bfloat16"):
         assert precision.format_name(given) == "bfloat16"
         assert roofline.dtype_key(given) == "bf16"
-        assert checks.tolerance(given) == checks.tolerance("bfloat16")
+        assert claims.tolerance(given) == claims.tolerance("bfloat16")
     assert hardware.datasheet_tflops("NVIDIA H200", "half") == 989.4
     with pytest.raises(ValueError, match="no default tolerance"):
-        checks.tolerance(torch.int32)
+        claims.tolerance(torch.int32)
