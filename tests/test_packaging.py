@@ -138,8 +138,10 @@ def test_claims_data_ships_with_the_package_and_names_only_known_claims():
     docs = {id(node.body[0].value) for node in ast.walk(tree)
             if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
             and isinstance(node.body[0], ast.Expr)}
+    asserts = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)  # their messages
+               and f.name in ("assert_close", "assert_speedup", "tolerance") for n in ast.walk(f)}
     literal = sum(len(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)
-                  and isinstance(n.value, str) and id(n) not in docs)
+                  and isinstance(n.value, str) and id(n) not in docs | asserts)
     # fails if measurement history drifts back into string literals (11.4k characters before
     # it moved to claims.toml; what is left: CLAIMS' descriptions and computed GPU reasons)
     assert literal < 4_000, literal

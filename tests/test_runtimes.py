@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from accelkit import verify
+from accelkit import report
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("runtimes", ROOT / "tools" / "runtimes.py")
@@ -104,7 +104,7 @@ def test_check_reports_then_writes(tmp_path):
 
 
 def test_readme_run_times_agree_with_the_ci_record():
-    stale = runtimes.check(ROOT / "README.md", [], verify.load_record(runtimes.RECORD))
+    stale = runtimes.check(ROOT / "README.md", [], report.load_record(runtimes.RECORD))
     assert not stale, f"run `python tools/runtimes.py --write`: {stale}"
 
 
@@ -112,7 +112,7 @@ def test_notebook_run_times_agree_with_the_ci_record():
     """Each notebook's Runs on phrase matches verified/cpu-avx512-bf16.json (no typed times)
     and, where it exists, the real verified/cpu-avx2.json."""
     paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    laptop = (verify.load_record(runtimes.LAPTOP_RECORD)
+    laptop = (report.load_record(runtimes.LAPTOP_RECORD)
               if runtimes.LAPTOP_RECORD.exists() else None)
-    stale = runtimes.check(ROOT / "README.md", paths, verify.load_record(runtimes.RECORD), laptop=laptop)
+    stale = runtimes.check(ROOT / "README.md", paths, report.load_record(runtimes.RECORD), laptop=laptop)
     assert not stale, "run `python tools/runtimes.py --write`:\n" + "\n".join(map(str, stale))

@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from accelkit import verify
+from accelkit import report
 
 ROOT = Path(__file__).resolve().parents[1]
 # the writing side (make verify, README's table) is a maintainer's tool: tools/verify.py
@@ -46,15 +46,15 @@ def test_table_rows_and_bad_records(tmp_path):
     assert "`t4` (emulated)" in table
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ValueError, match="bad.json: not JSON"):
-        verify.load_records(tmp_path)
+        report.load_records(tmp_path)
     (tmp_path / "bad.json").write_text(json.dumps({"format": 99}))
     with pytest.raises(ValueError, match="bad.json: not an accelkit verification record"):
-        verify.load_records(tmp_path)
+        report.load_records(tmp_path)
     (tmp_path / "bad.json").unlink()
-    assert [r["class"] for r in verify.load_records(tmp_path)] == ["cpu-avx2", "t4"]
-    assert [r["class"] for r in verify.load_records(tmp_path, real_only=True)] == ["cpu-avx2"]
+    assert [r["class"] for r in report.load_records(tmp_path)] == ["cpu-avx2", "t4"]
+    assert [r["class"] for r in report.load_records(tmp_path, real_only=True)] == ["cpu-avx2"]
     with pytest.raises(ValueError, match="none.json: cannot read"):
-        verify.load_record(tmp_path / "none.json")
+        report.load_record(tmp_path / "none.json")
 
 
 def test_update_readme_rewrites_only_between_the_markers(tmp_path):
@@ -101,11 +101,11 @@ def test_verify_runs_nbval_and_writes_a_record(tmp_path, monkeypatch, capsys):
 def test_references_name_the_class_and_date_and_skip_this_machine(tmp_path):
     (tmp_path / "cpu-avx2.json").write_text(json.dumps(_record()))
     (tmp_path / "h100.json").write_text(json.dumps(_record(**{"class": "h100", "date": "2026-11-30"})))
-    refs = verify.references("fusion.compile_speedup", tmp_path, exclude_class="cpu-avx2")
+    refs = report.references("fusion.compile_speedup", tmp_path, exclude_class="cpu-avx2")
     assert [(r["class"], r["date"], r["value"]) for r in refs] == [("h100", "2026-11-30", 4.2)]
-    lines = verify.reference_lines("fusion.compile_speedup", "cpu-avx2", tmp_path)
+    lines = report.reference_lines("fusion.compile_speedup", "cpu-avx2", tmp_path)
     assert lines == ["fusion.compile_speedup on h100 (2026-11-30, ci profile): 4.2x"]
-    assert verify.references("fusion.compile_speedup", tmp_path / "absent") == []
+    assert report.references("fusion.compile_speedup", tmp_path / "absent") == []
 
 
 # ----------------------------------------------------------------- quoted reference figures
@@ -128,8 +128,8 @@ def test_quoted_figures_follow_our_records_and_are_labelled(tmp_path):
     close = dict(_QUOTE, hardware="1x Other GPU", value=0.98, match="close",
                  measured="a whole model, not the chain", source="https://example.org/b", date="2019-12")
     other = dict(_QUOTE, key="ddp.scaling_efficiency", unit="fraction", value=0.9)
-    (tmp_path / verify.QUOTED).write_text(_toml([_QUOTE, other, close]))
-    lines = verify.reference_lines("fusion.compile_speedup", "cpu-avx2", tmp_path)
+    (tmp_path / report.QUOTED).write_text(_toml([_QUOTE, other, close]))
+    lines = report.reference_lines("fusion.compile_speedup", "cpu-avx2", tmp_path)
     assert lines == [
         "fusion.compile_speedup on h100 (2026-12-01, ci profile): 4.2x",
         "fusion.compile_speedup on 1x Some GPU: 2.4x, quoted, not measured by this course: "
@@ -137,26 +137,26 @@ def test_quoted_figures_follow_our_records_and_are_labelled(tmp_path):
         "fusion.compile_speedup on 1x Other GPU: 0.98x, quoted, not measured by this course, "
         "a close quantity: a whole model, not the chain (source: https://example.org/b, 2019-12)"]
     # this machine's own record is left out, the quoted figures are not
-    assert len(verify.reference_lines("fusion.compile_speedup", "h100", tmp_path)) == 2
-    assert [q["value"] for q in verify.quotes("ddp.scaling_efficiency", tmp_path / verify.QUOTED)] == [0.9]
+    assert len(report.reference_lines("fusion.compile_speedup", "h100", tmp_path)) == 2
+    assert [q["value"] for q in report.quotes("ddp.scaling_efficiency", tmp_path / report.QUOTED)] == [0.9]
 
 
 def test_a_key_with_neither_gets_the_constructive_line(tmp_path):
-    (tmp_path / verify.QUOTED).write_text(_toml([_QUOTE]))
+    (tmp_path / report.QUOTED).write_text(_toml([_QUOTE]))
     for folder in (tmp_path, tmp_path / "absent"):
-        lines = verify.reference_lines("no.such_key", None, folder)
-        assert lines == [verify.ONLY_HERE.format(key="no.such_key")]
+        lines = report.reference_lines("no.such_key", None, folder)
+        assert lines == [report.ONLY_HERE.format(key="no.such_key")]
         assert "make verify" in lines[0] and "no verified record" not in lines[0]
 
 
 def test_quoted_figures_need_toml_and_say_so(tmp_path, monkeypatch):
-    (tmp_path / verify.QUOTED).write_text(_toml([_QUOTE]))
+    (tmp_path / report.QUOTED).write_text(_toml([_QUOTE]))
 
     def no_toml(text):
         raise ImportError("reading quoted figures needs Python 3.11+ or `pip install tomli`")
 
-    monkeypatch.setattr(verify, "_toml_loads", no_toml)
-    lines = verify.reference_lines("fusion.compile_speedup", None, tmp_path)
+    monkeypatch.setattr(report, "_toml_loads", no_toml)
+    lines = report.reference_lines("fusion.compile_speedup", None, tmp_path)
     assert lines == ["fusion.compile_speedup: published figures not shown (reading quoted figures "
                      "needs Python 3.11+ or `pip install tomli`)"]
 
@@ -179,35 +179,35 @@ def test_quoted_figures_need_toml_and_say_so(tmp_path, monkeypatch):
 ])
 def test_load_quotes_rejects_a_bad_figure(tmp_path, change, error):
     quote = {k: v for k, v in dict(_QUOTE, **change).items() if v is not None}
-    path = tmp_path / verify.QUOTED
+    path = tmp_path / report.QUOTED
     path.write_text(_toml([_QUOTE, quote]))
     keys = {"fusion.compile_speedup": "x", "ddp.scaling_efficiency": "fraction"}
     with pytest.raises(ValueError, match=f"quoted.toml: quote 2 .*{re.escape(error)}"):
-        verify.load_quotes(path, keys)
+        report.load_quotes(path, keys)
 
 
 def test_load_quotes_rejects_bad_files_and_allows_close_units(tmp_path):
-    path = tmp_path / verify.QUOTED
+    path = tmp_path / report.QUOTED
     path.write_text(_toml([dict(_QUOTE, value=float("nan"))]).replace("NaN", "nan"))
     with pytest.raises(ValueError, match="value must be finite"):
-        verify.load_quotes(path)
+        report.load_quotes(path)
     path.write_text("[[quote]\nkey = 1")
     with pytest.raises(ValueError, match="quoted.toml: not TOML"):
-        verify.load_quotes(path)
+        report.load_quotes(path)
     path.write_text('title = "figures"\n' + _toml([_QUOTE]))
     with pytest.raises(ValueError, match=r"expected only \[\[quote\]\] tables"):
-        verify.load_quotes(path)
+        report.load_quotes(path)
     with pytest.raises(ValueError, match="cannot read"):
-        verify.load_quotes(tmp_path / "none.toml")
+        report.load_quotes(tmp_path / "none.toml")
     # a close quantity may come in another unit; without keys, any key is accepted
     path.write_text(_toml([dict(_QUOTE, match="close", unit="ms"), dict(_QUOTE, key="x.y")]))
-    assert [q["unit"] for q in verify.load_quotes(path)] == ["ms", "x"]
+    assert [q["unit"] for q in report.load_quotes(path)] == ["ms", "x"]
 
 
 def test_the_course_quotes_are_valid_for_the_keys_the_notebooks_record():
     """Every figure in verified/quoted.toml names a recorded key, its source and its date."""
     keys = vtool.notebook_result_keys(ROOT / "notebooks")
-    quotes = verify.load_quotes(ROOT / "verified" / verify.QUOTED, keys)
+    quotes = report.load_quotes(ROOT / "verified" / report.QUOTED, keys)
     assert quotes, "verified/quoted.toml holds no figures"
     for q in quotes:
         assert q["source"].startswith("https://"), q
@@ -219,7 +219,7 @@ def test_the_course_quotes_are_valid_for_the_keys_the_notebooks_record():
                          if c["cell_type"] == "code")
         printed |= set(re.findall(r"reference_lines\(\s*\"([a-z0-9_.]+)\"", code))
     assert printed and printed <= set(keys), printed - set(keys)
-    lines = [line for key in sorted(printed) for line in verify.reference_lines(key, "no-such-class")]
+    lines = [line for key in sorted(printed) for line in report.reference_lines(key, "no-such-class")]
     assert not any("no verified record" in line for line in lines)
 
 
@@ -235,15 +235,15 @@ def test_notebook_result_keys_reads_keys_and_literal_units(tmp_path):
 
 
 def test_records_folder_finds_a_clone_from_its_notebooks_folder(tmp_path, monkeypatch):
-    monkeypatch.setattr(verify, "RECORDS", tmp_path / "site-packages" / "verified")  # a pip install
+    monkeypatch.setattr(report, "RECORDS", tmp_path / "site-packages" / "verified")  # a pip install
     (tmp_path / "clone" / "verified").mkdir(parents=True)
     (tmp_path / "clone" / "notebooks").mkdir()
     monkeypatch.chdir(tmp_path / "clone" / "notebooks")
-    assert verify.records_folder() == tmp_path / "clone" / "verified"
+    assert report.records_folder() == tmp_path / "clone" / "verified"
     monkeypatch.chdir(tmp_path / "clone")
-    assert verify.records_folder() is None
-    assert verify.records_folder(tmp_path / "x") == tmp_path / "x"
-    assert verify.reference_lines("a.b") == [verify.ONLY_HERE.format(key="a.b")]
+    assert report.records_folder() is None
+    assert report.records_folder(tmp_path / "x") == tmp_path / "x"
+    assert report.reference_lines("a.b") == [report.ONLY_HERE.format(key="a.b")]
 
 
 def test_a_zen4_record_does_not_overwrite_the_xeon_record_of_its_class():

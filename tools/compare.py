@@ -20,7 +20,7 @@ with two plots embedded as base64 PNG: every machine's roofline on one chart (th
 
 Owns reading, checking and comparing run files.  Lives elsewhere: writing ``results.json``,
 its format version and machine label in :mod:`accelkit.report`; the verification records in
-:mod:`accelkit.verify`; the roofline model in :mod:`accelkit.roofline`; the plot stamp in
+:mod:`accelkit.report`; the roofline model in :mod:`accelkit.roofline`; the plot stamp in
 :mod:`accelkit.plot`.  Bad input raises :class:`CompareError` with one line naming the file;
 the command line turns it into exit status 2.
 """
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelkit import report, verify
+from accelkit import report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_summary  # noqa: E402  (tools/run_summary.py)
@@ -119,9 +119,9 @@ def _kind(path: Path, data: Any) -> str:
                            "of `make run` or a verified/<class>.json of `make verify`)")
     version = data.get("format", 0)
     if "class" in data and isinstance(data.get("profile"), str):
-        if version != verify.FORMAT:
+        if version != report.FORMAT:
             raise CompareError(f"{path}: verification record format {version!r} is unknown to "
-                               f"this accelkit (it reads format {verify.FORMAT}); update accelkit")
+                               f"this accelkit (it reads format {report.FORMAT}); update accelkit")
         return "verified"
     if version not in RUN_FORMATS:
         raise CompareError(f"{path}: results format {version!r} is unknown to this accelkit "

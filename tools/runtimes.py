@@ -17,7 +17,7 @@ notebook, kernel start included.  Two places show it:
   is removed by ``--write``, so the two never disagree.
 
 ``--write`` changes only cell 0's source; outputs are kept, nothing needs re-executing.
-Owns: these phrases.  Lives elsewhere: the records (``accelkit/verify.py``), the reading-time
+Owns: these phrases.  Lives elsewhere: the records (``accelkit/report.py``), the reading-time
 estimates (typed in README.md: they come from a learner's read, not from a machine).
 """
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accelkit import verify
+from accelkit import report
 
 ROOT = Path(__file__).resolve().parents[1]
 CI_CLASS = "cpu-avx512-bf16"
@@ -76,7 +76,7 @@ def notebook_phrase(record: dict[str, Any], stem: str,
         text = (f"Measured run time: {duration(secs)} top to bottom on the CI machine's "
                 f"{cores}-core CPU (`{record['class']}`, `{record['profile']}` profile, "
                 f"`make verify` of {record['date']}).")
-    if laptop and verify.is_real(laptop) and (other := wall(laptop, stem)) is not None:
+    if laptop and report.is_real(laptop) and (other := wall(laptop, stem)) is not None:
         hw = laptop.get("hardware", {})
         text += (f" On a {hw.get('cpu_count', '?')}-core CPU without bf16 units "
                  f"(`{laptop['class']}`, {hw.get('cpu', '?')}): {duration(other)}.")
@@ -197,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: notebooks/NN_*.ipynb")
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-    laptop = verify.load_record(args.laptop_record) if args.laptop_record.exists() else None
-    stale = check(args.readme, paths, verify.load_record(args.record), write=args.write, laptop=laptop)
+    laptop = report.load_record(args.laptop_record) if args.laptop_record.exists() else None
+    stale = check(args.readme, paths, report.load_record(args.record), write=args.write, laptop=laptop)
     for s in stale:
         print(("fixed " if args.write else "stale ") + str(s))
     if stale and not args.write:

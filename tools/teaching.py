@@ -17,7 +17,7 @@ Two blocks of TEACHING.md are written here, each between its markers:
   --hardware NAME`` prints, one class per column).
 
 Owns these two tables.  Lives elsewhere: the claims and classes (``accelkit/claims.py``,
-``accelkit/hardware.py``), the records (``accelkit/verify.py``), the README's run times
+``accelkit/hardware.py``), the records (``accelkit/report.py``), the README's run times
 (``tools/runtimes.py``).
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import runtimes  # noqa: E402  (tools/runtimes.py, beside this file)
 
-from accelkit import verify  # noqa: E402
+from accelkit import report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TEACHING = ROOT / "TEACHING.md"
@@ -49,7 +49,7 @@ BLOCKS = ("teaching-runtimes", "expectations")
 
 def runtime_table(folder: Path = ROOT / "verified") -> str:
     """Return the Markdown table of run times per notebook: CI CPU, and each other real record."""
-    real = verify.load_records(folder, real_only=True)
+    real = report.load_records(folder, real_only=True)
     ci = next((r for r in real if r["class"] == runtimes.CI_CLASS), None)
     if ci is None:
         raise ValueError(f"{folder}: no verification record of {runtimes.CI_CLASS}")

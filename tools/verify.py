@@ -11,7 +11,7 @@ table is generated from those records (:func:`readme_table`, :func:`update_readm
 what was really run appears there.
 
 A maintainer's tool, not part of the package: reading the records back and the figures
-quoted beside them (what the notebooks call) stay in :mod:`accelkit.verify`.
+quoted beside them (what the notebooks call) stay in :mod:`accelkit.report`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from accelkit import config, course, hardware, report
-from accelkit.verify import FORMAT, load_records
+from accelkit.report import FORMAT, load_records
 
 _MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
 _RECORD_KEY = re.compile(r"""record\(\s*["']([a-z0-9_.]+)["']""")
