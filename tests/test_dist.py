@@ -1,7 +1,6 @@
 """accelkit.dist: rank info, backend choice, session and error files; real 2-rank gloo groups
 (slow) at the end, which also
-time collectives there.  Collective timing alone is tested in test_comm_bench.py, the cost
-model in test_comm_model.py."""
+time collectives there.  Collective timing alone and the cost model are tested in test_comm.py."""
 
 import json
 import os
@@ -111,8 +110,8 @@ def test_a_real_gloo_group(tmp_path, monkeypatch):
             lin = torch.nn.Linear(3, 2)
             torch.nn.init.constant_(lin.weight, float(info.rank))  # replicas differ by 1
             diff = ak.dist.replica_max_abs_diff(lin)
-            t = ak.comm_bench.measure_allreduce([4, 4096], repeats=2, max_number=3)
-            check = ak.comm_bench.allreduce_vs_model(1 << 20, sizes_bytes=[4096, 1 << 22])
+            t = ak.comm.measure_allreduce([4, 4096], repeats=2, max_number=3)
+            check = ak.comm.allreduce_vs_model(1 << 20, sizes_bytes=[4096, 1 << 22])
             ak.dist.save_json({{"rank": info.rank, "world": info.world_size,
                                "backend": info.backend, "diff": diff,
                                "n_times": [len(v.times_s) for v in t.values()],

@@ -74,8 +74,8 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
 
     def timed(fn: Callable[[], None], threads: int) -> list[float]:
         torch.set_num_threads(threads)
-        return list(ak.comm_bench.time_collective(fn, number=args.number, repeats=args.repeats,
-                                                  warmup=2).times_s)
+        return list(ak.comm.time_collective(fn, number=args.number, repeats=args.repeats,
+                                            warmup=2).times_s)
 
     result = {"world_size": world, "global_batch": args.batch, "width": args.width}
     if not info.launched:
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
                          "solo": solo_step(args, x, y, info)}, args)
     med = {k: statistics.median(v) for k, v in times.items()}
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    cost = ak.comm_bench.allreduce_vs_model(grad_bytes)  # 9 interleaved blocks per size
+    cost = ak.comm.allreduce_vs_model(grad_bytes)  # 9 interleaved blocks per size
     result.update({
         "threads_per_process": threads, "samples_per_s": args.batch / med["step"],
         "step_s": med["step"], "step_no_sync_s": med["no_sync"], "solo_step_s": med["solo"],
@@ -123,8 +123,8 @@ def interleaved(steps: dict[str, Callable[[], None]], args: argparse.Namespace) 
     times: dict[str, list[float]] = {name: [] for name in steps}
     for r in range(args.repeats):
         for name, fn in steps.items():
-            t = ak.comm_bench.time_collective(fn, number=args.number, repeats=1,
-                                              warmup=2 if r == 0 else 0)
+            t = ak.comm.time_collective(fn, number=args.number, repeats=1,
+                                        warmup=2 if r == 0 else 0)
             times[name] += t.times_s
     return times
 
@@ -162,8 +162,8 @@ def bucket_experiment(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor
     times: dict[str, list[float]] = {name: [] for name in models}
     for r in range(args.bucket_repeats):  # round r: every variant once, in turn
         for name in models:
-            t = ak.comm_bench.time_collective(lambda n=name: step(n), number=args.number,
-                                              repeats=1, warmup=3 if r == 0 else 0)
+            t = ak.comm.time_collective(lambda n=name: step(n), number=args.number,
+                                        repeats=1, warmup=3 if r == 0 else 0)
             times[name] += t.times_s
     out = {}
     for name, m in models.items():

@@ -72,13 +72,13 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     # the small ones and the bandwidth on the large ones, predict the rest (held out).
     grad_bytes = grad.numel() * grad.element_size()
     held_out = sorted({*HELD_OUT_BYTES, grad_bytes})
-    t = ak.comm_bench.measure_allreduce(SMALL_BYTES + LARGE_BYTES + held_out)
+    t = ak.comm.measure_allreduce(SMALL_BYTES + LARGE_BYTES + held_out)
     fit_sizes = SMALL_BYTES + LARGE_BYTES
     medians = [t[s].median_s for s in fit_sizes]
-    fit = ak.comm_model.fit_two_regime(fit_sizes, medians, world,
-                                       small_max_bytes=max(SMALL_BYTES),
-                                       large_min_bytes=min(LARGE_BYTES))
-    one_lat, one_bus = ak.comm_model.fit_allreduce(fit_sizes, medians, world)  # one line through all
+    fit = ak.comm.fit_two_regime(fit_sizes, medians, world,
+                                small_max_bytes=max(SMALL_BYTES),
+                                large_min_bytes=min(LARGE_BYTES))
+    one_lat, one_bus = ak.comm.fit_allreduce(fit_sizes, medians, world)  # one line through all
     cost = {"latency_s": fit.latency_s, "bus_gbps": fit.bus_gbps,
             "crossover_bytes": fit.crossover_bytes, "halving_ratio": fit.time_ratio(grad_bytes),
             "sizes_bytes": fit_sizes, "sizes_median_s": medians,

@@ -88,8 +88,8 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         result[f"train_losses_{key}"] = losses
         val = tuple(t.to(info.device) for t in val_batch)
         result[f"val_loss_{key}"] = gpt.evaluate(model.module, val)  # before any timing step
-        result[f"step_s_{key}"] = ak.comm_bench.time_collective(step, number=1, warmup=1,
-                                                          repeats=args.repeats).median_s
+        result[f"step_s_{key}"] = ak.comm.time_collective(step, number=1, warmup=1,
+                                                    repeats=args.repeats).median_s
 
     def compute_only() -> None:  # every micro-batch under no_sync: no all-reduce at all
         with model.no_sync():
@@ -98,8 +98,8 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    result["step_s_compute_only"] = ak.comm_bench.time_collective(compute_only, number=1,
-                                                            warmup=1, repeats=args.repeats).median_s
+    result["step_s_compute_only"] = ak.comm.time_collective(compute_only, number=1,
+                                                      warmup=1, repeats=args.repeats).median_s
     ak.dist.save_json(result, args.out)
     ak.dist.print0(f"{n} ranks x {args.accum} micro-batches: all-reduces "
                    f"{result['allreduces_sync_every_micro_batch']} without no_sync, "

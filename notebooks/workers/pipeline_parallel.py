@@ -226,7 +226,7 @@ def bubble_sweep(args: argparse.Namespace, info: ak.dist.RankInfo,
         idle, _, _, segments = time_steps(info, clock, schedule, step, args.repeats)
         if m == args.microbatches:  # keep the last step's timeline, times relative to its start
             torch.distributed.all_gather_object(gathered, segments)
-        sweep.append({"m": m, "predicted": ak.pipeline_model.bubble_fraction(p, m),
+        sweep.append({"m": m, "predicted": ak.comm.bubble_fraction(p, m),
                       "measured": statistics.median(idle), "runs": idle})
         ak.dist.print0(f"m={m}: bubble predicted {sweep[-1]['predicted']:.2f}, "
                        f"measured {sweep[-1]['measured']:.2f}")
