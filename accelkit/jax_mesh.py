@@ -33,7 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from accelkit import device, tf_trace
+from accelkit import device
+from accelkit import tf as tf_trace
 
 PLATFORMS = ("tpu", "gpu", "cpu")
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")

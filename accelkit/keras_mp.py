@@ -85,7 +85,7 @@ def keras_policy_scope(policy: str) -> Iterator[Any]:
 
     Example: ``with keras_policy_scope("mixed_bfloat16"): model = ak.models.keras_cnn()``
     """
-    from accelkit import tf_device
+    from accelkit import tf as tf_device
 
     tf_device.import_tf()
     import keras

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelkit import device, tf_device
+from accelkit import device
+from accelkit import tf as tf_device
 
 KINDS = ("tpu", "mirrored", "default")
 

@@ -1,5 +1,5 @@
 """accelkit.fusion: byte accounting, predictions, graph recording, the no-compiler fallback
-(XLA's HLO and TF traces: tests/test_tf_trace.py)."""
+(XLA's HLO and TF traces: tests/test_tf.py)."""
 
 import math
 import os

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from accelkit import device, strategy, tf_device
+from accelkit import device, strategy
+from accelkit import tf as tf_device
 
 
 class FakeStrategy:

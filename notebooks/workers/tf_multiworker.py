@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    tf = ak.tf_device.import_tf()
+    tf = ak.tf.import_tf()
     import keras
 
     # region mwms
