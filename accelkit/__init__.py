@@ -41,10 +41,8 @@ __version__ = "0.1.0"
 
 _MODULES = (
     "bench",
-    "checks",
     "claims",
-    "comm_bench",
-    "comm_model",
+    "comm",
     "config",
     "course",
     "data",
@@ -54,9 +52,9 @@ _MODULES = (
     "dtypes",
     "elastic",
     "emulation",
-    "explore",
     "env",
     "exercises",
+    "explore",
     "fusion",
     "gpt",
     "gpt_data",
@@ -68,7 +66,6 @@ _MODULES = (
     "launch_result",
     "memory",
     "models",
-    "pipeline_model",
     "plot",
     "precision",
     "procs",
@@ -77,10 +74,7 @@ _MODULES = (
     "scripts",
     "stats",
     "strategy",
-    "tf_bench",
-    "tf_device",
-    "tf_trace",
-    "verify",
+    "tf",
 )
 
 __all__ = list(_MODULES)
@@ -91,9 +85,9 @@ def _emulate_hardware_class() -> None:
     import os
 
     if os.environ.get("ACCELKIT_HARDWARE"):
-        from accelkit import emulation
+        from accelkit import hardware
 
-        emulation.apply()
+        hardware.apply_emulation()
 
 
 _emulate_hardware_class()
