@@ -79,9 +79,9 @@ def _mlp_ddp_peak(worker: str, width: int, batch: int, world: int = 2) -> float:
         model = scripts.import_worker(worker).build_model(width)
     params = [p.numel() for p in model.parameters()]
     widths = [m.in_features for m in model if isinstance(m, torch.nn.Linear)] + [10]
-    act = memory.mlp_activation_bytes(batch // world, widths)
-    return memory.peak_per_device(sum(params), "dp", world, largest_param=max(params),
-                                  activation_bytes=act, optimizer_impl="foreach").total_bytes
+    act = world * memory.mlp_activation_bytes(batch // world, widths)  # the global batch's
+    return memory.per_device(sum(params), "dp", world, largest_param=max(params),
+                             activation_bytes=act, optimizer_impl="foreach").total_bytes
 
 
 def notebook_peaks(memory_gib: float) -> dict[str, float]:

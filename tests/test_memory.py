@@ -1,8 +1,6 @@
 """accelkit.memory: the ZeRO table's formulas, and measured bytes (DTensor shards, saved
 activations, allocator peaks)."""
 
-import importlib.util
-
 import pytest
 import torch
 from torch import nn
@@ -26,7 +24,8 @@ def test_zero_paper_example_mixed_precision_adam():
 
 
 def test_which_parts_each_strategy_divides():
-    e = {s.strategy: s for s in memory.table(PSI, 4, activation_bytes=400.0)}
+    rows = memory.table(PSI, 4, activation_bytes=400.0)
+    e = {s.strategy: s for s in rows}
     assert e["single"].world_size == 1 and e["single"].params_bytes == 4 * PSI
     assert e["dp"].params_bytes == 4 * PSI and e["dp"].activations_bytes == 100
     assert e["zero1"].optimizer_bytes == 8 * PSI / 4 and e["zero1"].grads_bytes == 4 * PSI
@@ -36,8 +35,10 @@ def test_which_parts_each_strategy_divides():
     assert e["pp"].activations_bytes == 100
     assert e["zero3"].total_bytes == pytest.approx((4 + 4 + 8) * PSI / 4 + 100)
     assert e["zero3"].fits(5e6) and not e["dp"].fits(5e6)
-    md = memory.markdown(e.values(), "MiB", device_bytes=5e6)
+    md = rows.markdown("MiB", device_bytes=5e6)
     assert md.splitlines()[0].startswith("| strategy | N |") and "| zero3 | 4 |" in md
+    assert "| zero3 | 4 | 0.954 | 0.954 | 1.91 | 9.54e-05 | 3.81 | yes |" in md
+    assert "| dp | 4 | 3.81 | 3.81 | 7.63 | 9.54e-05 | 15.3 | no |" in md
 
 
 def test_validation():
@@ -54,7 +55,7 @@ def test_validation():
     with pytest.raises(ValueError):
         memory.per_device(PSI, "dp", 2, param_bytes=-1)
     with pytest.raises(ValueError):
-        memory.markdown([], unit="MB")
+        memory.Table().markdown(unit="MB")
     with pytest.raises(ValueError):
         memory.mlp_activation_bytes(8, [64])
     with pytest.raises(ValueError):
@@ -110,33 +111,25 @@ def test_saved_activation_bytes_shrink_under_bf16_autocast():
     assert bf16 == (2 * 64 * 256 + 256 * 256) * 2
 
 
-def test_peak_memory_is_none_off_cuda():
-    assert memory.peak_memory_bytes(lambda: torch.ones(10), "cpu") is None
-
-
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow absent")
-def test_tf_peak_memory_is_none_without_a_gpu():
-    peak = memory.tf_peak_memory_bytes(lambda: None, "GPU:0")
-    assert peak is None or peak >= 0  # None without a GPU: TF reports no CPU peak
-
-
-def test_peak_per_device_adds_buckets_gathered_unit_and_optimizer_temporaries():
+def test_the_peak_adds_buckets_gathered_unit_and_optimizer_temporaries():
     n, largest = 1_126_410, 1024 * 1024
-    ddp = memory.peak_per_device(n, "dp", 2, largest_param=largest, activation_bytes=1000)
-    view = memory.peak_per_device(n, "dp", 2, largest_param=largest, bucket_view=True,
-                                  activation_bytes=1000)
-    fsdp = memory.peak_per_device(n, "zero3", 2, largest_param=largest, activation_bytes=1000)
+    steady = memory.per_device(n, "dp", 2, activation_bytes=2000)
+    ddp = memory.per_device(n, "dp", 2, largest_param=largest, activation_bytes=2000)
+    view = memory.per_device(n, "dp", 2, largest_param=largest, bucket_view=True,
+                             activation_bytes=2000)
+    fsdp = memory.per_device(n, "zero3", 2, largest_param=largest, activation_bytes=2000)
+    assert steady.total_bytes == steady.resident_bytes + 1000  # no transients: the four parts
     assert ddp.bucket_bytes == 4 * n and view.bucket_bytes == 0     # the copy of the gradients
     assert ddp.total_bytes - view.total_bytes == 4 * n
     # DDP: resident (params, grads, Adam, buckets) + the larger transient: Adam's two temps
     assert ddp.total_bytes == pytest.approx(4 * n * 5 + 2 * 4 * largest)
-    # FSDP: 1/N of the resident + the gathered unit and its full gradient + activations
+    # FSDP: 1/N of the resident + the gathered unit and its full gradient + local activations
     assert fsdp.gathered_bytes == 2 * 4 * largest
     assert fsdp.total_bytes == pytest.approx(4 * n * 4 / 2 + 2 * 4 * largest + 1000)
-    with pytest.raises(ValueError, match="models"):
-        memory.peak_per_device(n, "tp", 2, largest_param=largest)
+    with pytest.raises(ValueError, match="peak model covers"):
+        memory.per_device(n, "tp", 2, largest_param=largest)
     with pytest.raises(ValueError):
-        memory.peak_per_device(n, "dp", 2, largest_param=0)
+        memory.per_device(n, "dp", 2, largest_param=0)
 
 
 def test_measured_peak_bytes_on_cpu_sees_a_transient_tensor():
@@ -181,7 +174,7 @@ def test_measured_peak_bytes_matches_the_model_for_one_process_adam(mlp_adam_wor
     _, peak = memory.measured_peak_bytes(mlp_adam_work(torch.optim.Adam, foreach=False), "cpu")
     n = MLP_PARAMS
     # one process = DP with view buckets (no copy): params, grads, 2 Adam states, 2 temps
-    want = memory.peak_per_device(n, "dp", 1, largest_param=MLP_LARGEST, bucket_view=True)
+    want = memory.per_device(n, "single", largest_param=MLP_LARGEST)
     assert peak == pytest.approx(want.total_bytes, rel=0.1)
 
 
@@ -190,12 +183,10 @@ def test_adam_temp_bytes_per_implementation():
     assert memory.adam_temp_bytes(1000, 300, "for-loop") == 2 * 300 * 4
     assert memory.adam_temp_bytes(1000, 300, "foreach") == 1000 * 4
     assert memory.adam_temp_bytes(1000, 300, "fused") == 0
-    assert memory.default_adam_impl("cuda") == "foreach"
-    assert memory.default_adam_impl("cpu") == "for-loop"
     with pytest.raises(ValueError, match="unknown Adam implementation"):
         memory.adam_temp_bytes(1000, 300, "foreach-ish")
     with pytest.raises(ValueError, match="unknown Adam implementation"):
-        memory.peak_per_device(1000, "dp", 1, largest_param=300, optimizer_impl="x")
+        memory.per_device(1000, "dp", 1, largest_param=300, optimizer_impl="x")
     with pytest.raises(ValueError):
         memory.adam_temp_bytes(-1, 300)
 
@@ -209,12 +200,10 @@ def test_measured_peak_matches_the_model_for_each_adam_implementation(impl, cls,
           "fused": {"fused": True}}[impl]
     _, peak = memory.measured_peak_bytes(mlp_adam_work(cls, **kw), "cpu")
     n, largest = MLP_PARAMS, MLP_LARGEST
-    want = memory.peak_per_device(n, "dp", 1, largest_param=largest, bucket_view=True,
-                                  optimizer_impl=impl)
+    want = memory.per_device(n, "single", largest_param=largest, optimizer_impl=impl)
     assert peak == pytest.approx(want.total_bytes, rel=0.05)
     # the model tells the three apart: it would fail with another implementation's temps
-    others = [memory.peak_per_device(n, "dp", 1, largest_param=largest, bucket_view=True,
-                                     optimizer_impl=o).total_bytes
+    others = [memory.per_device(n, "single", largest_param=largest, optimizer_impl=o).total_bytes
               for o in memory.ADAM_IMPLS if o != impl]
     assert all(abs(peak - o) > 0.05 * peak for o in others)
 
@@ -243,22 +232,27 @@ def test_gpt_activation_bytes_are_what_autograd_saves(shape, attention):
     torch.manual_seed(0)
     model = gpt.GPT(cfg)
     _, saved = memory.saved_activation_bytes(lambda: model(x, y)[1], model.parameters())
-    assert saved == memory.gpt_activation_bytes(
-        batch, cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
-        vocab_size=cfg.vocab_size, attention=attention)
+    assert saved == memory.gpt_step_peak(
+        *gpt.param_counts(cfg), batch=batch, seq_len=cfg.block_size, n_layer=cfg.n_layer,
+        n_head=cfg.n_head, n_embd=cfg.n_embd, vocab_size=cfg.vocab_size,
+        attention=attention).activations_bytes
 
 
 def test_gpt2_small_activations_at_t1024_batch16():
     # issue 23: the softmax output alone is 16*12*1024^2*4 B per layer, ~19 GB over 12 layers
     kw = dict(n_layer=12, n_head=12, n_embd=768, vocab_size=256)
-    manual = memory.gpt_activation_bytes(16, 1024, **kw)
-    sdpa = memory.gpt_activation_bytes(16, 1024, attention="sdpa", **kw)
+
+    def act(batch, seq_len, **more):
+        return memory.gpt_step_peak(85_000_000, 2_359_296, batch=batch, seq_len=seq_len, **kw,
+                                    **more).activations_bytes
+
+    manual, sdpa = act(16, 1024), act(16, 1024, attention="sdpa")
     assert manual == pytest.approx(19.46e9, rel=1e-3)
     assert manual - sdpa == pytest.approx(12 * 16 * 12 * 1024**2 * 4, rel=0.01)
     with pytest.raises(ValueError, match="attention"):
-        memory.gpt_activation_bytes(1, 8, attention="flash", **kw)
+        act(1, 8, attention="flash")
     with pytest.raises(ValueError):
-        memory.gpt_activation_bytes(0, 8, **kw)
+        act(0, 8)
 
 
 @pytest.mark.parametrize("impl", ["for-loop", "foreach"])

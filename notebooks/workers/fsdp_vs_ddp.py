@@ -12,7 +12,7 @@ tensors, next to the memory calculator's prediction.
 Then three further measurements (``--peak``): the *peak* bytes of two training steps under
 DDP, DDP with ``gradient_as_bucket_view=True`` and FSDP2, each measured from the model's
 construction on (CPU: the profiler's memory events; CUDA: ``max_memory_allocated``) next to
-``ak.memory.peak_per_device``; and the wrong order — the optimizer built *before*
+``ak.memory.per_device``; and the wrong order — the optimizer built *before*
 ``fully_shard`` — trained on one fixed batch next to the right order.
 
 With ``--ckpt DIR`` rank 0 also saves the FSDP2 model twice (notebook 04): the DDP habit,
