@@ -1,8 +1,12 @@
-"""accelkit.dtypes: the one table of dtype names, and the modules that read it."""
+"""accelkit.dtypes: the one table of dtype names and the modules that read it; the dtype each op
+returns, under autocast and without; Keras activation bytes."""
+
+import importlib.util
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from accelkit import claims, dtypes, hardware, precision, roofline
 
@@ -35,3 +39,41 @@ def test_the_users_agree_on_names():
     assert hardware.datasheet_tflops("NVIDIA H200", "half") == 989.4
     with pytest.raises(ValueError, match="no default tolerance"):
         claims.tolerance(torch.int32)
+
+
+def _cnn():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(4 * 8 * 8, 10))
+
+
+def test_trace_shows_what_autocast_lowers_and_keeps():
+    model, x, y = _cnn(), torch.randn(2, 1, 8, 8), torch.tensor([0, 1])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, ops = dtypes.trace(lambda: nn.functional.cross_entropy(model(x), y))
+    out = {r.op: r.output for r in ops}
+    assert out["conv2d"] == "bfloat16" and out["linear"] == "bfloat16"
+    assert out["cross_entropy"] == "float32" and loss.dtype == torch.float32
+    conv = next(r for r in ops if r.op == "conv2d")
+    assert conv.inputs == ("float32", "float32", "float32")  # as given, before the cast
+    _, plain = dtypes.trace(lambda: model(x))
+    assert {r.output for r in plain} == {"float32"}
+    assert "| conv2d | float32, float32, float32 | bfloat16 | 1 |" in ops.table()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="TensorFlow absent")
+def test_keras_activation_bytes_counts_layer_outputs():
+    import keras
+
+    def build(policy):
+        return keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, dtype=policy),
+                                 keras.layers.Dense(4, dtype=policy)])
+
+    fp32 = build("float32")
+    assert dtypes.keras_activation_bytes(fp32, 10) == 10 * (16 + 4) * 4
+    mixed = keras.Sequential([build("mixed_bfloat16"),  # nested, as notebook 02's model
+                              keras.layers.Activation("linear", dtype="float32")])
+    # two bf16 layer outputs, then the float32 output activation
+    assert dtypes.keras_activation_bytes(mixed, 10) == 10 * (16 + 4) * 2 + 10 * 4 * 4
+    with pytest.raises(ValueError):
+        dtypes.keras_activation_bytes(fp32, 0)

@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 import torch
 
-from accelkit import config, device, dist, env, hardware, keras_mp, precision, procs
+from accelkit import config, device, dist, env, hardware, precision, procs
 
 
 @pytest.fixture
@@ -85,12 +85,3 @@ def test_launched_workers_on_macos_bind_gloo_to_loopback(monkeypatch):
     monkeypatch.delenv("GLOO_SOCKET_IFNAME")
     monkeypatch.setattr(sys, "platform", "linux")
     assert "GLOO_SOCKET_IFNAME" not in procs.child_env()
-
-
-@pytest.mark.parametrize("name", sorted(hardware.CLASSES))
-def test_the_class_table_and_keras_mp_agree_on_the_keras_policy(name, monkeypatch):
-    cls = hardware.get(name)
-    monkeypatch.setattr(hardware, "for_device", lambda *a, **k: cls)  # this machine is cls
-    assert cls.keras_policy == keras_mp.keras_policy(cls.kind), (
-        f"{name}: the class card says {cls.keras_policy}, the notebooks use "
-        f"{keras_mp.keras_policy(cls.kind)}")
