@@ -3,31 +3,24 @@
 ``measure`` times one callable; ``compare`` times two *interleaved* in the same run and
 returns the speedup, which is what the notebooks' asserts check (a ratio of two
 measurements taken side by side is stable on a noisy shared CPU; an absolute time is not).
-
-A claim given to ``compare`` (``at_least=``/``at_most=``) is decided *sequentially* with an
-error rate that holds: at most ``looks`` looks (default 4), one after each batch of ``pairs``
-pairs, each look's interval at the error the plan may spend there (Pocock-type alpha
-spending, Lan & DeMets 1983), so that "holds" is said of a speedup exactly at its floor in at
-most 2.5 % of comparisons however many looks were taken
-(:class:`accelkit.stats.SequentialPlan`, :func:`accelkit.stats.decide_sequentially`;
-``tests/test_bench.py`` checks it on 10,000 simulated comparisons).
+A claim given to ``compare`` (``at_least=``/``at_most=``) is decided *sequentially*, with an
+error rate that holds however many looks it takes (:func:`compare`; ``tests/test_bench.py``
+checks it on 10,000 simulated comparisons).
 
 GPU kernels run asynchronously: ``torch.utils.benchmark.Timer`` synchronises CUDA itself,
 and for other devices (MPS, XLA) this module wraps the callable so the clock stops only when
 the result exists (``device=``).
 
-Owns: :class:`Timing`, :class:`Comparison` (its verdicts re-exported from ``stats``),
-``measure``, ``compare`` (and its default :data:`LOOKS`), ``time_once``, ``fit_size``,
-``table``, ``format_time``.
+Owns: :class:`Timing`, :class:`Comparison`, ``measure``, ``compare`` (and its default
+:data:`LOOKS`), ``time_once``, ``fit_size``, ``format_time``.
 Lives elsewhere: the statistics, the verdict rule and the sequential plan
-(:mod:`accelkit.stats`), timing TensorFlow callables (:mod:`accelkit.tf_bench`), asserting a
+(:mod:`accelkit.stats`), timing TensorFlow callables (:mod:`accelkit.tf`), asserting a
 verdict in a notebook (:func:`accelkit.claims.assert_speedup`), device synchronisation
 (:mod:`accelkit.device`).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
 import time
@@ -35,11 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accelkit.stats import HOLDS as HOLDS  # Comparison.verdict's verdicts, named here too
-from accelkit.stats import REFUTED as REFUTED
-from accelkit.stats import UNDECIDED as UNDECIDED
 from accelkit.stats import (
     SequentialPlan,
+    Verdict,
     decide,
     decide_sequentially,
     iqr,
@@ -98,14 +89,11 @@ class Timing:
         return None if self.samples is None else self.samples / self.median_s
 
     def __str__(self) -> str:
-        parts = [f"{self.label}: {format_time(self.median_s)} ± {format_time(self.iqr_s)} (IQR)"]
-        if self.tflops is not None:
-            parts.append(f"{self.tflops:.3g} TFLOP/s")
-        if self.gbps is not None:
-            parts.append(f"{self.gbps:.3g} GB/s")
-        if self.samples_per_s is not None:
-            parts.append(f"{self.samples_per_s:,.0f} samples/s")
-        return ", ".join(parts)
+        rates = ((self.tflops, "{:.3g} TFLOP/s"), (self.gbps, "{:.3g} GB/s"),
+                 (self.samples_per_s, "{:,.0f} samples/s"))
+        return ", ".join([f"{self.label}: {format_time(self.median_s)} ± "
+                          f"{format_time(self.iqr_s)} (IQR)"]
+                         + [form.format(v) for v, form in rates if v is not None])
 
 
 @dataclass(frozen=True)
@@ -164,7 +152,7 @@ class Comparison:
         """The spread of the per-pair ratios: their IQR / median (0.1 = ±5 % around it)."""
         return relative_iqr(self.ratios)
 
-    def verdict(self, at_least: float | None = None, at_most: float | None = None) -> str:
+    def verdict(self, at_least: float | None = None, at_most: float | None = None) -> Verdict:
         """Decide a claim about the speedup from its interval, by :func:`accelkit.stats.decide`.
 
         Args:
@@ -172,8 +160,8 @@ class Comparison:
                 (1.0 = "no slower"; 0.5 = "at most 2x slower").
             at_most: the claim "at most this many times faster" (an upper bound).
 
-        Returns :data:`HOLDS`, :data:`REFUTED` or :data:`UNDECIDED`; raises ValueError without
-        a bound.
+        Returns a :class:`~accelkit.stats.Verdict` (``.holds``, ``.refuted``, ``.undecided``);
+        raises ValueError without a bound.
         """
         return decide(self.interval, at_least, at_most)
 
@@ -213,42 +201,12 @@ def format_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.3g} ns"
 
 
-def table(timings: Sequence[Timing], baseline: Timing | None = None) -> str:
-    """Return a Markdown table of timings: median, IQR, TFLOP/s, GB/s, samples/s, ratio.
-
-    The last column is the baseline's median over the row's median (a ratio of medians, each
-    timing taken on its own).  It is a description, not a verdict: the speedup a notebook
-    decides from is :func:`compare`'s median of interleaved per-pair ratios with its interval,
-    which differs from this ratio when the machine's speed drifts between the two timings.
-
-    Args:
-        timings: the timings, one row each.
-        baseline: the row to compute speedups against (default: the first).
-    """
-    if not timings:
-        raise ValueError("table() needs at least one timing")
-    base = baseline or timings[0]
-    rows = ["| what | median | IQR | TFLOP/s | GB/s | samples/s | ratio of medians |",
-            "|---|---|---|---|---|---|---|"]
-    for t in timings:
-        cells = [t.label, format_time(t.median_s), format_time(t.iqr_s),
-                 "" if t.tflops is None else f"{t.tflops:.3g}",
-                 "" if t.gbps is None else f"{t.gbps:.3g}",
-                 "" if t.samples_per_s is None else f"{t.samples_per_s:,.0f}",
-                 f"{base.median_s / t.median_s:.2f}x"]
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
-
-
 def _wrap_sync(fn: Callable[[], Any], device: Any) -> Callable[[], Any]:
     """Return ``fn`` followed by a device synchronisation where the Timer does not do it."""
-    if device is None:
-        return fn
     import torch
 
-    kind = torch.device(device).type
-    if kind in ("cpu", "cuda", "meta"):  # Timer already synchronises CUDA
-        return fn
+    if device is None or torch.device(device).type in ("cpu", "cuda", "meta"):
+        return fn  # nothing to wait for, or the Timer synchronises CUDA itself
     from accelkit.device import synchronize
 
     def synced() -> Any:
@@ -259,37 +217,29 @@ def _wrap_sync(fn: Callable[[], Any], device: Any) -> Callable[[], Any]:
     return synced
 
 
-def _check(min_run_time: float, warmup: int, pairs: int = 2) -> None:
-    if pairs < 2:
-        raise ValueError(f"pairs must be >= 2, got {pairs}")
-    if min_run_time <= 0:
-        raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
+def _timer(fn: Callable[[], Any], threads: int) -> Any:
+    """Return a ``torch.utils.benchmark.Timer`` of ``fn()`` on ``threads`` intra-op threads."""
+    from torch.utils.benchmark import Timer
+
+    return Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
 
 
-def _threads(threads: int | None) -> int:
+def _checked(min_run_time: float, warmup: int, threads: int | None, pairs: int = 2) -> int:
+    """Raise ValueError for a bad argument; return the intra-op threads to time on."""
     import torch
 
-    if threads is None:
-        return torch.get_num_threads()
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
-    return threads
+    for bad, what, got in ((pairs < 2, "pairs must be >= 2", pairs),
+                           (min_run_time <= 0, "min_run_time must be > 0 seconds", min_run_time),
+                           (warmup < 0, "warmup must be >= 0", warmup),
+                           (threads is not None and threads < 1, "threads must be >= 1", threads)):
+        if bad:
+            raise ValueError(f"{what}, got {got}")
+    return torch.get_num_threads() if threads is None else int(threads)
 
 
-def measure(
-    fn: Callable[[], Any],
-    *,
-    label: str = "",
-    flops: float | None = None,
-    bytes_moved: float | None = None,
-    samples: int | None = None,
-    device: Any = None,
-    threads: int | None = None,
-    min_run_time: float = 0.2,
-    warmup: int = 2,
-) -> Timing:
+def measure(fn: Callable[[], Any], *, label: str = "", flops: float | None = None,
+            bytes_moved: float | None = None, samples: int | None = None, device: Any = None,
+            threads: int | None = None, min_run_time: float = 0.2, warmup: int = 2) -> Timing:
     """Time ``fn()`` with ``torch.utils.benchmark.Timer.blocked_autorange``.
 
     Args:
@@ -310,15 +260,11 @@ def measure(
     Raises:
         ValueError: for ``min_run_time <= 0``, ``warmup < 0`` or ``threads < 1``.
     """
-    _check(min_run_time, warmup)
-    from torch.utils.benchmark import Timer
-
-    n_threads = _threads(threads)
+    n_threads = _checked(min_run_time, warmup, threads)
     call = _wrap_sync(fn, device)
     for _ in range(warmup):
         call()
-    times = Timer(stmt="fn()", globals={"fn": call}, num_threads=n_threads).blocked_autorange(
-        min_run_time=min_run_time).times
+    times = _timer(call, n_threads).blocked_autorange(min_run_time=min_run_time).times
     return Timing(label or getattr(fn, "__name__", "fn"), tuple(times), flops, bytes_moved, samples,
                   n_threads, "cpu" if device is None else str(device))
 
@@ -331,7 +277,7 @@ def time_once(fn: Callable[[], Any], *, device: Any = None) -> float:
 
     Args:
         fn: a callable with no arguments (wrap TensorFlow callables in
-            :func:`accelkit.tf_bench.sync`).
+            :func:`accelkit.tf.sync`).
         device: the device the work runs on; it is synchronised (CUDA, MPS, XLA) so the
             clock stops when the work is done.  Default: the current CUDA device, if any.
 
@@ -471,46 +417,36 @@ def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
 
     Example: ``c = compare(lambda: a @ b, lambda: a16 @ b16, at_least=1.2); print(c)``
     """
-    _check(min_run_time, warmup, pairs)
+    n_threads = _checked(min_run_time, warmup, threads, pairs)
     plan = SequentialPlan(pairs, looks, confidence)  # declared before the first pair
-    n_threads = _threads(threads)
     fns = [_wrap_sync(baseline, device), _wrap_sync(candidate, device)]
-    numbers = _warm_and_calibrate(fns, warmup, min_run_time / pairs, n_threads)
-    build = functools.partial(_comparison, labels=labels, flops=flops, bytes_moved=bytes_moved,
-                              samples=samples, threads=n_threads, device=device,
-                              confidence=confidence)
-    # the first batch takes ~2 * min_run_time; on a much slowed machine it stops at twice that
-    got = _pairs(fns, numbers, pairs, 0, n_threads, stop_at=time.perf_counter() + 4 * min_run_time)
-
-    def more(done: int, stop_at: float) -> list[tuple[float, float]]:  # one further batch
-        return _pairs(fns, numbers, pairs, done, n_threads, stop_at=stop_at)
-
-    budget = 8 * min_run_time if budget_s is None else budget_s
-    return _until_decided(build, got, more, at_least, at_most, budget, plan)
-
-
-def _warm_and_calibrate(fns: Sequence[Callable[[], Any]], warmup: int, sample_s: float,
-                        threads: int) -> list[int]:
-    """Call each of ``fns`` ``warmup`` times, then return the calls per sample of each."""
     for f in fns:
         for _ in range(warmup):
             f()
-    return [_calibrate(f, sample_s, threads) for f in fns]
+    numbers = [_calibrate(f, min_run_time / pairs, n_threads) for f in fns]
+
+    def more(done: int, stop_at: float) -> list[tuple[float, float]]:  # one batch of pairs
+        return _pairs(fns, numbers, pairs, done, n_threads, stop_at=stop_at)
+
+    # the first batch takes ~2 * min_run_time; on a much slowed machine it stops at twice that
+    got = more(0, time.perf_counter() + 4 * min_run_time)
+    budget = 8 * min_run_time if budget_s is None else budget_s
+    timed, level, extra = _until_decided(got, more, at_least, at_most, budget, plan)
+    bm = bytes_moved if isinstance(bytes_moved, Sequence) else (bytes_moved, bytes_moved)
+    made = [Timing(labels[i], tuple(p[i] for p in timed), flops, bm[i], samples, n_threads,
+                   "cpu" if device is None else str(device)) for i in range(2)]
+    return Comparison(made[0], made[1], tuple(b / c for b, c in timed), confidence, extra, level)
 
 
 def _calibrate(fn: Callable[[], Any], sample_s: float, threads: int) -> int:
     """Return how many calls of ``fn`` make one sample of about ``sample_s`` seconds."""
-    from torch.utils.benchmark import Timer
-
-    one = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).timeit(1).mean
+    one = _timer(fn, threads).timeit(1).mean
     return max(1, min(10**6, round(sample_s / max(one, 1e-9))))
 
 
 def _sample(fn: Callable[[], Any], number: int, threads: int) -> float:
     """Return the mean seconds per call of ``number`` back-to-back calls (one sample)."""
-    from torch.utils.benchmark import Timer
-
-    return Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads).timeit(number).mean
+    return float(_timer(fn, threads).timeit(number).mean)
 
 
 def _pairs(fns: Sequence[Callable[[], Any]], numbers: Sequence[int], count: int, start: int,
@@ -524,32 +460,32 @@ def _pairs(fns: Sequence[Callable[[], Any]], numbers: Sequence[int], count: int,
     for p in range(start, start + count):
         if p >= MIN_PAIRS and time.perf_counter() > stop_at:
             break
-        order = (0, 1) if p % 2 == 0 else (1, 0)
         got = [0.0, 0.0]
-        for i in order:
+        for i in ((0, 1) if p % 2 == 0 else (1, 0)):
             got[i] = _sample(fns[i], numbers[i], threads)
         out.append((got[0], got[1]))
     return out
 
 
-def _until_decided(build: Callable[[list[tuple[float, float]], float | None], Comparison],
-                   got: list[tuple[float, float]],
+def _until_decided(got: list[tuple[float, float]],
                    more: Callable[[int, float], list[tuple[float, float]]],
                    at_least: float | None, at_most: float | None, budget_s: float,
-                   plan: SequentialPlan) -> Comparison:
+                   plan: SequentialPlan) -> tuple[list[tuple[float, float]], float | None,
+                                                  dict[str, Any]]:
     """Decide the claim ``at_least``/``at_most`` under ``plan``, timing further batches.
 
-    Runs :func:`accelkit.stats.decide_sequentially` on the pairs' ratios: ``got`` is the
-    first batch, ``more(pairs_done, stop_at)`` times the next (cut at ``stop_at``, the end of
-    ``budget_s`` seconds from now).  With no claim, returns ``build(got, None)`` (one look at
-    the plain interval).  Notes ``extra["extra_s"]`` (seconds spent here), ``extra["claim"]``
-    and ``extra["looks"]`` (pairs in all at each look).
+    Runs :func:`accelkit.stats.decide_sequentially` on the ratios of the
+    ``(baseline_s, candidate_s)`` pairs: ``got`` is the first batch, ``more(pairs_done,
+    stop_at)`` times the next (cut at ``stop_at``, the end of ``budget_s`` seconds from now).
+
+    Returns:
+        ``(pairs, level, extra)``: every pair timed; the last look's level (``None`` with no
+        claim: one look at the plain interval); ``extra["extra_s"]`` (seconds spent here) and,
+        with a claim, ``extra["claim"]`` and ``extra["looks"]`` (pairs in all at each look).
     """
     start = time.perf_counter()
     if at_least is None and at_most is None:
-        result = build(got, None)
-        result.extra["extra_s"] = time.perf_counter() - start
-        return result
+        return got, None, {"extra_s": time.perf_counter() - start}
     timed = list(got)
 
     def more_ratios(rows: Any, done: int) -> list[list[float]]:
@@ -559,19 +495,6 @@ def _until_decided(build: Callable[[list[tuple[float, float]], float | None], Co
 
     decision = decide_sequentially([[b / c for b, c in got]], more_ratios, plan, at_least,
                                    at_most, lambda: time.perf_counter() - start >= budget_s)
-    result = build(timed, float(decision.levels[0]))
-    result.extra["extra_s"] = time.perf_counter() - start
-    result.extra["claim"] = {"at_least": at_least, "at_most": at_most}
-    result.extra["looks"] = decision.sizes[:int(decision.looks[0])]
-    return result
-
-
-def _comparison(got: list[tuple[float, float]], level: float | None, labels: Sequence[str],
-                flops: float | None, bytes_moved: float | Sequence[float | None] | None,
-                samples: int | None, threads: int, device: Any,
-                confidence: float) -> Comparison:
-    """Build a :class:`Comparison` from ``(baseline_s, candidate_s)`` pairs (see its ``level``)."""
-    bm = bytes_moved if isinstance(bytes_moved, Sequence) else (bytes_moved, bytes_moved)
-    made = [Timing(labels[i], tuple(p[i] for p in got), flops, bm[i], samples, threads,
-                   "cpu" if device is None else str(device)) for i in range(2)]
-    return Comparison(made[0], made[1], tuple(a / b for a, b in got), confidence, level=level)
+    return timed, float(decision.levels[0]), {
+        "extra_s": time.perf_counter() - start, "claim": {"at_least": at_least, "at_most": at_most},
+        "looks": decision.sizes[:int(decision.looks[0])]}

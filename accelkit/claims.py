@@ -409,13 +409,13 @@ def assert_speedup(comparison: Any, *, at_least: float | None, what: str, hardwa
         return comparison.speedup
     verdict = comparison.verdict(at_least=at_least, at_most=at_most)
     _log_claim(comparison, what, hardware, at_least, at_most, verdict)
-    if verdict != bench.HOLDS:
+    if not verdict.holds:
         on = f" on {hardware}" if hardware else ""
         claim = " and ".join(f"{word} {bound:.2f}x" for word, bound in
                              (("at least", at_least), ("at most", at_most)) if bound is not None)
         because = f" (the floor: {why})" if why else ""
         advice = ("the interval lies outside the claim: the lesson's claim is false on this "
-                  "machine, and the notebook must say why" if verdict == bench.REFUTED else
+                  "machine, and the notebook must say why" if verdict.refuted else
                   "the interval straddles the bound: re-run on an idle machine, or measure "
                   "longer")
         raise AssertionError(

@@ -2,8 +2,8 @@
 
 Owns: the confidence interval of a median (:func:`median_interval`, :func:`median_rank`), the
 spread (:func:`iqr`, :func:`relative_iqr`), the verdict rule (:func:`decide`) with its three
-verdicts (:data:`HOLDS`, :data:`REFUTED`, :data:`UNDECIDED`), and the sequential rule that
-decides a claim while more measurements arrive (:class:`SequentialPlan`,
+verdicts (:class:`Verdict`: :data:`HOLDS`, :data:`REFUTED`, :data:`UNDECIDED`), and the
+sequential rule that decides a claim while more measurements arrive (:class:`SequentialPlan`,
 :func:`decide_sequentially`, :func:`spent_alpha`).  Plain numbers in, plain numbers out:
 nothing here times anything or imports torch.
 
@@ -30,8 +30,34 @@ from typing import Any
 
 import numpy as np
 
+
+class Verdict(str):
+    """A verdict of :func:`decide`: the string a message prints, asked with ``.holds`` etc.
+
+    One of :data:`HOLDS` (``"holds"``), :data:`REFUTED` (``"does not hold here"``) and
+    :data:`UNDECIDED` (``"too noisy to decide"``); equal to its plain string.
+    """
+
+    __slots__ = ()
+
+    @property
+    def holds(self) -> bool:
+        """The whole interval satisfies the claim."""
+        return self == "holds"
+
+    @property
+    def refuted(self) -> bool:
+        """The whole interval violates the claim."""
+        return self == "does not hold here"
+
+    @property
+    def undecided(self) -> bool:
+        """The interval straddles a bound: too noisy to decide."""
+        return self == "too noisy to decide"
+
+
 #: The verdicts :func:`decide` gives a claim about a measured quantity.
-HOLDS, REFUTED, UNDECIDED = "holds", "does not hold here", "too noisy to decide"
+HOLDS, REFUTED, UNDECIDED = Verdict("holds"), Verdict("does not hold here"), Verdict("too noisy to decide")
 
 
 def median_rank(n: int, confidence: float) -> int:
@@ -157,7 +183,7 @@ def relative_iqr(values: Sequence[float]) -> float:
 
 
 def decide(interval: tuple[float, float], at_least: float | None = None,
-           at_most: float | None = None) -> str:
+           at_most: float | None = None) -> Verdict:
     """Decide a claim about a quantity from its confidence interval.
 
     Args:
@@ -166,8 +192,9 @@ def decide(interval: tuple[float, float], at_least: float | None = None,
         at_most: the claim "the quantity is at most this" (an upper bound).
 
     Returns:
-        :data:`HOLDS` when the whole interval satisfies the claim, :data:`REFUTED` when the
-        whole interval violates it, else :data:`UNDECIDED`.
+        A :class:`Verdict`: :data:`HOLDS` (``.holds``) when the whole interval satisfies the
+        claim, :data:`REFUTED` (``.refuted``) when the whole interval violates it, else
+        :data:`UNDECIDED` (``.undecided``).
 
     Raises:
         ValueError: when neither bound is given.

@@ -23,8 +23,8 @@ def test_compare_detects_the_faster_callable():
     c = bench.compare(slow, fast, labels=("slow", "fast"), min_run_time=0.2, pairs=12, warmup=0)
     assert c.speedup > 2, c  # would be ~1 if the two were swapped or timed the same fn
     assert c.baseline.label == "slow" and len(c.ratios) == 12
-    assert c.interval[0] > 1.5 and c.verdict(at_least=1.5) == bench.HOLDS
-    assert c.verdict(at_least=50) == bench.REFUTED
+    assert c.interval[0] > 1.5 and c.verdict(at_least=1.5) == stats.HOLDS
+    assert c.verdict(at_least=50) == stats.REFUTED
 
 
 def test_pairs_alternate_their_order(monkeypatch):
@@ -63,11 +63,12 @@ def _fake(ratios):
 
 def test_verdicts_decide_from_the_interval_not_the_median():
     clear = _fake([2.0, 2.1, 2.2, 1.9, 2.05, 2.15, 1.95, 2.0])
-    assert clear.verdict(at_least=1.5) == bench.HOLDS
-    assert clear.verdict(at_least=3.0) == bench.REFUTED
-    assert clear.verdict(at_most=1.5) == bench.REFUTED and clear.verdict(at_most=3) == bench.HOLDS
+    assert clear.verdict(at_least=1.5) == stats.HOLDS and clear.verdict(at_least=1.5).holds
+    assert clear.verdict(at_least=3.0).refuted and not clear.verdict(at_least=3.0).undecided
+    assert clear.verdict(at_least=3.0) == stats.REFUTED
+    assert clear.verdict(at_most=1.5) == stats.REFUTED and clear.verdict(at_most=3) == stats.HOLDS
     two_modes = _fake([0.8, 2.5, 0.9, 2.4, 0.85, 2.6, 0.95, 2.3])  # median 1.6, spread wide
-    assert two_modes.speedup > 1.5 and two_modes.verdict(at_least=1.5) == bench.UNDECIDED
+    assert two_modes.speedup > 1.5 and two_modes.verdict(at_least=1.5) == stats.UNDECIDED
     with pytest.raises(ValueError):
         clear.verdict()
     assert "8 pairs" in clear.summary() and "interval" in str(clear)
@@ -88,12 +89,12 @@ def test_a_claim_keeps_measuring_until_decided_or_out_of_budget():
     # 8 pairs: the first of four looks (a 98.2 % interval: (min, max) of 8) can decide
     decided = bench.compare(base, lambda: time.sleep(0.0002), pairs=8, warmup=0,
                             min_run_time=0.1, at_least=1.5, budget_s=5)  # no deadline cut
-    assert decided.verdict(at_least=1.5) == bench.HOLDS and len(decided.ratios) == 8
+    assert decided.verdict(at_least=1.5) == stats.HOLDS and len(decided.ratios) == 8
     assert decided.extra["looks"] == (8,) and decided.level == pytest.approx(0.982, abs=1e-3)
     # 6 pairs: no order statistic reaches 98.2 %, so the first look cannot decide
     later = bench.compare(base, lambda: time.sleep(0.0002), pairs=6, warmup=0,
                           min_run_time=0.1, at_least=1.5, budget_s=5)
-    assert later.verdict(at_least=1.5) == bench.HOLDS and later.extra["looks"] == (6, 12)
+    assert later.verdict(at_least=1.5) == stats.HOLDS and later.extra["looks"] == (6, 12)
     assert "12 pairs in 2 looks" in later.summary()
 
 
@@ -104,14 +105,10 @@ def test_threads_are_applied():
     assert set(seen) == {1}
 
 
-def test_table_and_format():
-    t1 = bench.Timing("a", (0.002, 0.002))
-    t2 = bench.Timing("b", (0.001, 0.001))
-    md = bench.table([t1, t2])
-    assert "2.00x" in md and md.count("\n") == 3
-    assert bench.format_time(0.0015) == "1.5 ms"
-    with pytest.raises(ValueError):
-        bench.table([])
+def test_format_and_str():
+    assert bench.format_time(0.0015) == "1.5 ms" and bench.format_time(2e-9) == "2 ns"
+    t = bench.Timing("a", (0.002, 0.002), bytes_moved=2e6, samples=4)
+    assert str(t) == "a: 2 ms ± 0 ns (IQR), 1 GB/s, 2,000 samples/s"
 
 
 def test_iqr_of_spread_times():
@@ -148,7 +145,7 @@ def test_a_slowed_machine_still_ends_in_bounded_time():
     c = bench.compare(slow, slow, pairs=40, warmup=0, min_run_time=0.04, at_least=2.0,
                       budget_s=0.2)
     assert bench.MIN_PAIRS <= len(c.ratios) < 20, len(c.ratios)
-    assert c.verdict(at_least=2.0) == bench.REFUTED
+    assert c.verdict(at_least=2.0) == stats.REFUTED
 
 
 # ------------------------------------------------ the sequential rule's error rate, simulated
@@ -199,21 +196,21 @@ def test_the_noise_model_has_the_recorded_spread(family):
 def test_at_the_floor_holds_in_at_most_2_5_percent(family):
     got = _simulate(FLOOR, family, seed=2)
     assert (got.looks <= bench.LOOKS).all() and got.sizes[-1] <= _default_plan().max_pairs
-    assert np.mean(got.verdicts == bench.HOLDS) <= 0.025, np.mean(got.verdicts == bench.HOLDS)
-    assert np.mean(got.verdicts == bench.REFUTED) <= 0.025
+    assert np.mean(got.verdicts == stats.HOLDS) <= 0.025, np.mean(got.verdicts == stats.HOLDS)
+    assert np.mean(got.verdicts == stats.REFUTED) <= 0.025
     assert len(got.sizes) == bench.LOOKS  # most comparisons at the floor use every look
 
 
 def test_at_the_floor_a_budget_that_ends_early_keeps_the_rate():
     looks = iter(range(10**9))  # the clock: the budget runs out at the second look
     got = _simulate(FLOOR, "lognormal", seed=3, out_of_time=lambda: next(looks) >= 1)
-    assert got.looks.max() == 2 and np.mean(got.verdicts == bench.HOLDS) <= 0.025
+    assert got.looks.max() == 2 and np.mean(got.verdicts == stats.HOLDS) <= 0.025
 
 
 @pytest.mark.parametrize("family", ["lognormal", "t3"])
 def test_at_1_3x_the_floor_it_decides_within_the_plan(family):
     got = _simulate(1.3 * FLOOR, family, seed=4)
-    assert np.mean(got.verdicts == bench.HOLDS) >= 0.95, np.mean(got.verdicts == bench.HOLDS)
+    assert np.mean(got.verdicts == stats.HOLDS) >= 0.95, np.mean(got.verdicts == stats.HOLDS)
     assert got.pairs.max() <= _default_plan().max_pairs and got.looks.max() <= bench.LOOKS
 
 
@@ -222,7 +219,7 @@ def test_the_old_rule_fails_the_same_simulation(monkeypatch):
     monkeypatch.setattr(stats.SequentialPlan, "level",
                         lambda self, sizes, final=False: self.confidence)
     got = _simulate(FLOOR, "lognormal", seed=2)
-    assert np.mean(got.verdicts == bench.HOLDS) > 0.03, np.mean(got.verdicts == bench.HOLDS)
+    assert np.mean(got.verdicts == stats.HOLDS) > 0.03, np.mean(got.verdicts == stats.HOLDS)
 
 
 def test_compare_decides_with_the_simulated_function():
@@ -234,12 +231,11 @@ def test_compare_decides_with_the_simulated_function():
         ratios = _ratios(rng, 1.05 * FLOOR, plan.max_pairs, "t3")
         pairs = [(float(r) * 1e-3, 1e-3) for r in ratios]  # (baseline_s, candidate_s)
 
-        def build(got, level):
-            return bench._comparison(got, level, ("b", "c"), None, None, None, 1, None, 0.95)
-
-        c = bench._until_decided(build, pairs[:8],
-                                 lambda done, stop_at, p=pairs: p[done:done + 8],
-                                 FLOOR, None, 1e9, plan)
+        timed, level, extra = bench._until_decided(
+            pairs[:8], lambda done, stop_at, p=pairs: p[done:done + 8], FLOOR, None, 1e9, plan)
+        c = bench.Comparison(bench.Timing("b", tuple(b for b, _ in timed)),
+                             bench.Timing("c", tuple(c for _, c in timed)), extra=extra,
+                             level=level)
         ref = stats.decide_sequentially(ratios[:8],
                                         lambda rows, done, r=ratios: r[done:done + 8],
                                         plan, at_least=FLOOR)
@@ -252,6 +248,6 @@ def test_compare_decides_with_the_simulated_function():
 def test_a_look_with_too_few_pairs_decides_nothing():
     c = bench.Comparison(bench.Timing("b", (1.0,) * 6), bench.Timing("c", (0.5,) * 6),
                          level=0.99)  # 6 pairs cannot give a 99 % interval
-    assert c.interval == (-math.inf, math.inf) and c.verdict(at_least=1.5) == bench.UNDECIDED
+    assert c.interval == (-math.inf, math.inf) and c.verdict(at_least=1.5) == stats.UNDECIDED
     with pytest.raises(ValueError):
         bench.compare(lambda: None, lambda: None, looks=0)

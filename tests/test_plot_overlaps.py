@@ -26,32 +26,13 @@ def _close_figures():
     plt.close("all")
 
 
-def _timings() -> list[bench.Timing]:
-    return [bench.Timing(label, tuple(m * (1 + 0.05 * i) for i in range(8)), device="cpu")
-            for label, m in (("eager fp32", 3e-3), ("torch.compile fp32", 2e-3),
-                             ("autocast bf16 + compile", 1.2e-3))]
-
-
 def _axes_plots():
-    t = _timings()
-    cmp = bench.Comparison(t[0], t[1])
     mm = bench.Timing("matmul 512", (1e-3,) * 5, flops=2 * 512**3, bytes_moved=3 * 512**2 * 4)
     add = bench.Timing("add 96 MiB", (1e-2,) * 5, flops=2**23, bytes_moved=3 * 2**23 * 4)
     spans = [(f"thread {r}", f"aten::op{k}", 100.0 * k + 7 * r, 80.0) for r in range(3)
              for k in range(12)]
     return {
-        "timing_bars": lambda: plot.timing_bars(t, "three rungs", profile="ci"),
-        "ratios": lambda: plot.ratios(cmp, floor=1.2, profile="ci"),
         "roofline": lambda: plot.roofline(ROOF, [ROOF.place(mm), ROOF.place(add)]),
-        "throughput_curve": lambda: plot.throughput_curve(
-            [1, 2, 4, 8, 16, 32, 64, 128], {"predicted": [1.0 / m for m in range(1, 9)],
-                                           "measured": [1.1 / m for m in range(1, 9)]},
-            xlabel="micro-batches m", ylabel="fraction of the step", profile="ci", logx=True),
-        "loss_curves": lambda: plot.loss_curves({"PyTorch": [2.3, 1.9, 1.5, 1.2],
-                                                 "Keras": [2.3, 1.8, 1.4, 1.1]}, profile="ci"),
-        "waterfall": lambda: plot.waterfall(
-            ["0 baseline", "1 batches ahead", "2 SDPA", "3 autocast bf16", "4 torch.compile",
-             "5 fused AdamW"], [1.02, 1.3, 0.9, 1.8, 1.1, 1.05], title="the ladder", profile="ci"),
         "timeline": lambda: plot.timeline(spans, title="profiler trace", profile="ci"),
     }
 

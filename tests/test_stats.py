@@ -35,7 +35,9 @@ def test_median_interval_covers_the_median_at_its_confidence():
 
 
 def test_decide_needs_the_whole_interval_on_one_side_of_the_bound():
-    assert stats.decide((1.6, 2.2), at_least=1.5) == stats.HOLDS
+    assert stats.decide((1.6, 2.2), at_least=1.5) == stats.HOLDS == "holds"
+    v = stats.decide((1.6, 2.2), at_least=3.0)  # a Verdict: a string that answers .refuted etc.
+    assert (v.holds, v.refuted, v.undecided) == (False, True, False) and f"{v}" == "does not hold here"
     assert stats.decide((1.6, 2.2), at_least=3.0) == stats.REFUTED
     assert stats.decide((1.4, 2.2), at_least=1.5) == stats.UNDECIDED
     assert stats.decide((0.6, 1.2), at_least=0.5, at_most=1.6) == stats.HOLDS
