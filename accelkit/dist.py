@@ -51,8 +51,6 @@ DEFAULT_TIMEOUT_S = 120.0
 #: Environment variable that sets the collective timeout of :func:`setup`, seconds;
 #: :func:`accelkit.launch.torchrun` sets it (``collective_timeout_s``).
 TIMEOUT_ENV = "ACCELKIT_COLLECTIVE_TIMEOUT_S"
-#: The signal on which a worker prints every thread's Python stack to stderr
-#: (``faulthandler``); :mod:`accelkit.launch` sends it before killing a timed-out run.
 
 
 @dataclass(frozen=True)
@@ -431,27 +429,8 @@ def replica_max_abs_diff(module: Any) -> float:
     return max(float((g - gathered[0]).abs().max()) for g in gathered)
 
 
-__all__ = [
-    "DEFAULT_TIMEOUT_S",
-    "STACK_SIGNAL",
-    "TIMEOUT_ENV",
-    "RankInfo",
-    "barrier",
-    "choose_backend",
-    "collective_timeout_s",
-    "comm_device",
-    "device_for",
-    "enable_stack_dumps",
-    "get_rank",
-    "get_world_size",
-    "has_group",
-    "is_launched",
-    "is_main",
-    "print0",
-    "rank_info",
-    "replica_max_abs_diff",
-    "save_json",
-    "session",
-    "setup",
-    "teardown",
-]
+__all__ = ["DEFAULT_TIMEOUT_S", "STACK_SIGNAL", "TIMEOUT_ENV", "RankInfo", "barrier",
+           "choose_backend", "collective_timeout_s", "comm_device", "device_for",
+           "enable_stack_dumps", "get_rank", "get_world_size", "has_group", "is_launched",
+           "is_main", "print0", "rank_info", "replica_max_abs_diff", "save_json", "session",
+           "setup", "teardown"]

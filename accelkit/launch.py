@@ -1,59 +1,218 @@
-"""Start distributed workers from a notebook: ``torchrun`` for PyTorch, ``TF_CONFIG`` for TF.
+"""Start distributed workers from a notebook, and what they return.
 
-This module runs in the notebook (the workers use :mod:`accelkit.dist`).  It owns the
-launchers: :func:`torchrun` (the real launcher, ``--standalone`` or
-``nnodes`` agents on loopback rehearsing the multi-node command), :func:`tf_workers` (N
-workers, each with its ``TF_CONFIG``), :func:`python` (one process, the baseline),
-:func:`spawn` (``torch.multiprocessing`` with a time limit and the children's real error),
-and :func:`worker_plan` (how many workers, on which device; ``PLAN.torchrun(...)`` launches
-with it).  Each returns a :class:`LaunchResult` (exit codes and output per rank; its
-:meth:`~LaunchResult.summary` shows the failing rank's own error first) or raises
-:class:`LaunchError`; both are defined in :mod:`accelkit.launch_result` and re-exported
-here.  With ``out=PATH`` the worker gets ``--out PATH`` (a stale result there
-deleted first) and ``result.read_json()`` reads what it wrote.  A torchrun worker's failure
-is read from torchrun's per-rank error files and its agent's failure record
-(:mod:`accelkit.elastic`), never from its printed report.
-
-A rank stuck in a collective says so, two ways.  :func:`torchrun` gives the workers a
-collective timeout (``collective_timeout_s``, default 3/4 of the launch's own limit, at most
-:data:`accelkit.dist.DEFAULT_TIMEOUT_S`; :func:`accelkit.dist.setup` reads it), so a
-collective that waits for a rank that never comes raises in the worker, with the traceback of
-where it waited.  And past the launch's time limit every worker that registered the stack
-signal (:func:`accelkit.dist.setup` does, with ``faulthandler``) prints its Python stack
-before the group is killed.  :meth:`LaunchResult.where` and the summary then say, per rank,
-which call into torch it was blocked in (``barrier``, ``all_reduce``, ``backward`` where DDP
-all-reduces gradients) and which line of the worker made it.
-
-What lives elsewhere: starting, streaming, timing out and killing process groups, ports and
-the launch marker (:mod:`accelkit.procs`); the result, its report and the error
-(:mod:`accelkit.launch_result`, which also reads stacks back); torchrun's
-command line and records (:mod:`accelkit.elastic`); finding, showing and importing worker
-scripts and reading their JSON (:mod:`accelkit.scripts`).
+Launchers (the workers run :mod:`accelkit.dist`): :func:`torchrun` (``--standalone``, or
+``nnodes`` agents on loopback rehearsing the multi-node command), :func:`python` (one plain
+process, or ``n`` TensorFlow workers with their ``TF_CONFIG``), :func:`spawn`
+(``torch.multiprocessing`` with a time limit and the children's real error), and
+:func:`worker_plan` (how many workers, on which device).  Each returns a :class:`LaunchResult`
+(exit codes and output per rank; :meth:`~LaunchResult.summary` shows the failing rank's own
+error first, read from torchrun's per-rank error files, never from its printed report) or
+raises :class:`LaunchError`.  A rank stuck in a collective says where: :func:`torchrun` gives
+the workers a collective timeout, so the wait raises in the worker with its traceback, and
+past the launch's time limit every worker prints its Python stack before the kill;
+:meth:`LaunchResult.where` names, per rank, the call into torch it was blocked in
+(``barrier``, ``all_reduce``, ``backward``) and the worker's line that made it.  Process
+groups and ports: :mod:`accelkit.procs`; error files and stacks: :mod:`accelkit.scripts`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from accelkit import dist, elastic, procs, scripts
-from accelkit.launch_result import LaunchError, LaunchResult, last_stack, spawn_error
+from accelkit import dist, procs, scripts
 from accelkit.procs import Child, PortInUseError
+from accelkit.scripts import Frame, RankFailure
 
 #: torchrun's per-line prefix template; ``${rank}`` is the global rank.
 PREFIX_TEMPLATE = "[rank${rank}]:"
+_TRACEBACK = "Traceback (most recent call last)"
 
 
-# ----------------------------------------------------------------------------- shared
+class LaunchError(RuntimeError):
+    """A launched group failed or timed out; ``.result`` holds the :class:`LaunchResult`."""
+
+    def __init__(self, message: str, result: LaunchResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def _tail(text: str, n: int) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-n:])
+
+
+def _code_text(code: int | None) -> str:
+    if code is None or code >= 0:
+        return f"exit code {'unknown' if code is None else code}"
+    return f"exit code {code}, " + procs.describe_exit(code).removeprefix("was stopped by ")
+
+
+@dataclass
+class LaunchResult:
+    """What a launch did: exit codes, each rank's output, and how it ended.
+
+    Attributes:
+        kind: ``"torchrun"``, ``"tf"``, ``"python"``, ``"spawn"``.
+        commands: the command lines started (one per torchrun agent / TF worker).
+        exit_codes: exit code per global rank (negative: killed by that signal; missing: the
+            rank never reported one, e.g. the run timed out first).
+        logs: everything each rank printed (stdout and stderr), prefix removed.
+        launcher_log: what the launchers themselves printed (torchrun's own messages).
+        returncodes: the exit code of each started command.
+        wall_s, timeout_s: seconds from start to the end of clean-up; the time limit.
+        timed_out: the run hit ``timeout_s`` and was killed.
+        failed_rank: the rank that failed first, or None.
+        failures: torchrun's record of each failed rank, with the exception and traceback
+            from its error file when it wrote one (:class:`accelkit.scripts.RankFailure`).
+        log_dir: the folder with torchrun's per-rank log and error files, or None.
+        killed: how many leftover processes the clean-up had to kill.
+        launch_id: the tag (``$ACCELKIT_LAUNCH_ID``) on every process this launch started.
+        out: the path passed to the worker as ``--out``, or None.
+        stacks: per rank, the main thread's Python stack (innermost frame first) from the dump
+            it printed when a timed-out run asked for it (:func:`accelkit.scripts.last_stack`).
+        collective_timeout_s: the workers' collective timeout, seconds, or None (not set).
+    """
+
+    kind: str
+    commands: list[list[str]]
+    exit_codes: dict[int, int] = field(default_factory=dict)
+    logs: dict[int, str] = field(default_factory=dict)
+    launcher_log: str = ""
+    returncodes: list[int | None] = field(default_factory=list)
+    wall_s: float = 0.0
+    timeout_s: float = 0.0
+    timed_out: bool = False
+    failed_rank: int | None = None
+    failures: dict[int, RankFailure] = field(default_factory=dict)
+    log_dir: Path | None = None
+    killed: int = 0
+    launch_id: str = ""
+    out: Path | None = None
+    stacks: dict[int, list[Frame]] = field(default_factory=dict)
+    collective_timeout_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every started command and every rank exited with status 0."""
+        return (not self.timed_out and all(rc == 0 for rc in self.returncodes)
+                and all(c == 0 for c in self.exit_codes.values()))
+
+    @property
+    def command(self) -> str:
+        """The first command line, shell-quoted (copy-pasteable)."""
+        return shlex.join(self.commands[0]) if self.commands else ""
+
+    def leftovers(self) -> list[int]:
+        """The pids of this launch's processes still alive (``[]`` after a clean launch)."""
+        return procs.leftover_processes(self.launch_id) if self.launch_id else []
+
+    def read_json(self, name: str = "") -> dict[str, Any]:
+        """Read the JSON the worker wrote to ``out`` (or to ``out/name`` when ``out`` is a folder).
+
+        Raises:
+            ValueError: when the launch was given no ``out``.
+            FileNotFoundError: when the worker did not write it (see :meth:`summary`).
+        """
+        if self.out is None:
+            raise ValueError("this launch had no out=PATH; pass out= to the launcher")
+        return scripts.read_json(self.out / name if name else self.out)
+
+    def _failed_rank_lines(self, rank: int) -> list[str]:
+        head = f"rank {rank} failed first ({_code_text(self.exit_codes.get(rank))})"
+        own = "\n".join(s for s in self.logs.get(rank, "").splitlines()
+                        if not procs.QUIET_LINE.match(s))
+        record = self.failures.get(rank)
+        if record is None or not record.message:
+            return [f"{head}; its own output:", _tail(own, 40) or "(it printed nothing)"]
+        lines = [f"{head}: {record.message}", "its traceback (from its error file):",
+                 _tail(record.traceback, 25) or "(none recorded)"]
+        # a worker that records its exception also prints it: show the output before it once
+        last = record.traceback.strip().splitlines()[-1:]
+        if last and own.rstrip().endswith(last[0]) and _TRACEBACK in own:
+            own = own[:own.rindex(_TRACEBACK)]
+        if own.strip():
+            lines += ["its last output before that:", _tail(own, 10)]
+        return lines
+
+    def where(self) -> dict[int, str]:
+        """Say per rank where it was when the run ended badly, in one line
+        (:func:`accelkit.scripts.where_waiting`), from the stack it printed on the stack
+        signal (a timed-out run) or the traceback in its error file (a failed run).
+
+        Returns:
+            ``{rank: line}`` for the ranks with a stack or a recorded traceback, by rank.
+        """
+        found = {r: scripts.where_waiting(st) for r, st in self.stacks.items() if st}
+        for r, f in self.failures.items():
+            if r not in found and f.traceback:
+                found[r] = scripts.where_waiting(scripts.traceback_frames(f.traceback))
+        return dict(sorted(found.items()))
+
+    def _where_lines(self) -> list[str]:
+        where = self.where()
+        if not where or (not self.timed_out and len(where) < 2):
+            return []  # one failed rank: its traceback above says it all
+        how = ("its Python stack when the time limit came (faulthandler)" if self.timed_out
+               else "the traceback each recorded")
+        lines = [f"where each rank was ({how}):"]
+        lines += [f"  rank {r}: {w}" for r, w in where.items()]
+        if self.timed_out or any("Timed out" in f.message for f in self.failures.values()):
+            lines.append(
+                "ranks that wait in different collectives, or for a rank that never comes, hang "
+                "until a timeout: uneven inputs (one rank runs more steps) are the usual cause; "
+                "see notebook 04 (DistributedSampler, drop_last, Join)")
+        return lines
+
+    def summary(self) -> str:
+        """Explain how the run ended; a failing rank's own error comes first.
+
+        Returns:
+            ``"ok: ..."`` for a clean run; otherwise the failing rank, its exit code and its
+            recorded exception and traceback (else its output tail), the other ranks' exit
+            codes, where each rank was (:meth:`where`: on a timeout or several failures), and
+            the launcher's own message when no rank explains it.
+        """
+        if self.ok:
+            n = max(len(self.exit_codes), len(self.logs))
+            return f"ok: {n} rank(s) exited 0 in {self.wall_s:.1f} s"
+        lines: list[str] = []
+        if self.timed_out:
+            lines.append(f"TIMEOUT: the run passed its time limit of {self.timeout_s:g} s and was "
+                         f"killed with all its processes ({self.killed} left over were killed).")
+        rank = self.failed_rank
+        if rank is not None:
+            lines += self._failed_rank_lines(rank)
+        known: dict[int, int | None] = {r: None for r in self.failures}  # no code: unknown
+        others = {r: c for r, c in sorted({**known, **self.exit_codes}.items()) if r != rank}
+        if others:
+            lines.append("other ranks: " + ", ".join(
+                f"rank {r} " + ("recorded an error (this torch did not record its exit "
+                                "code)" if c is None and r in self.failures
+                                else procs.describe_exit(c)) for r, c in others.items()))
+        lines += self._where_lines()
+        if rank is None and not self.timed_out:
+            lines.append(f"launcher exit codes {self.returncodes}; launcher output:")
+            lines.append(_tail(self.launcher_log, 25) or "(nothing)")
+        return "\n".join(lines)
+
+    def check(self) -> LaunchResult:
+        """Return ``self`` when the run was clean, else raise :class:`LaunchError` with
+        :meth:`summary` as the message."""
+        if not self.ok:
+            raise LaunchError(self.summary(), self)
+        return self
+
+
 def _check_args(script: str | os.PathLike[str], timeout_s: float, threads: int | None) -> Path:
     path = Path(script)
     if not path.is_file():
@@ -66,26 +225,15 @@ def _check_args(script: str | os.PathLike[str], timeout_s: float, threads: int |
     return path.resolve()
 
 
-def _with_out(args: Sequence[Any], out: str | os.PathLike[str] | None) -> list[str]:
-    """The script's arguments, plus ``--out PATH`` (cleared of a previous run's files)."""
-    extra = [] if out is None else ["--out", str(scripts.fresh_path(out))]
-    return [*map(str, args), *extra]
-
-
-def _finish(result: LaunchResult, stream: bool, check: bool) -> LaunchResult:
-    if not result.ok and stream and not check:  # with check, the LaunchError says it
-        print(result.summary(), flush=True)
-    return result.check() if check else result
-
-
 def _run(kind: str, children: list[Child], launch_id: str, *, timeout_s: float, stream: bool,
-         fail_fast: bool, out: str | os.PathLike[str] | None) -> LaunchResult:
+         out: str | os.PathLike[str] | None) -> LaunchResult:
+    """Run the group (fail-fast unless one torchrun agent), its output kept per rank."""
     lines = procs.RankedLines([c.rank for c in children],
                               label="worker" if kind == "tf" else "rank", stream=stream)
     run = procs.run_group(children, launch_id=launch_id, timeout_s=timeout_s, on_line=lines,
-                          fail_fast=fail_fast)
+                          fail_fast=kind != "torchrun" or len(children) > 1)
     logs = lines.logs()
-    dumped = {r: st for r, log in logs.items() if (st := last_stack(log))} \
+    dumped = {r: st for r, log in logs.items() if (st := scripts.last_stack(log))} \
         if run.stacks_requested else {}
     return LaunchResult(kind, [c.argv for c in children], logs=logs,
                         launcher_log=lines.launcher_log(), returncodes=run.returncodes,
@@ -94,19 +242,10 @@ def _run(kind: str, children: list[Child], launch_id: str, *, timeout_s: float, 
                         out=None if out is None else Path(out), stacks=dumped)
 
 
-# ----------------------------------------------------------------------------- torchrun
-def _read_torchrun_outcome(result: LaunchResult, reports: list[Path], world: int) -> None:
-    """Fill in exit codes, failures and the failing rank from the files torchrun left."""
-    result.failures = elastic.read_failures(reports)
-    if all(rc == 0 for rc in result.returncodes) and not result.timed_out:
-        result.exit_codes = {r: 0 for r in range(world)}
-    else:
-        result.exit_codes = {r: f.exitcode for r, f in result.failures.items()
-                             if f.exitcode is not None}  # None: read from its error file only
-    result.failed_rank = None if result.timed_out else elastic.root_cause(result.failures)
-    root = result.failed_rank
-    if root is not None and not result.logs.get(root) and result.log_dir is not None:
-        result.logs[root] = elastic.rank_log_files(result.log_dir, result.failures[root])
+def _finish(result: LaunchResult, stream: bool, check: bool) -> LaunchResult:
+    if not result.ok and stream and not check:  # with check, the LaunchError says it
+        print(result.summary(), flush=True)
+    return result.check() if check else result
 
 
 def torchrun(script: str | os.PathLike[str], args: Sequence[Any] = (), *, nproc: int = 2,
@@ -116,43 +255,34 @@ def torchrun(script: str | os.PathLike[str], args: Sequence[Any] = (), *, nproc:
              check: bool = True, collective_timeout_s: float | None = None) -> LaunchResult:
     """Run ``script`` under the real ``torchrun`` and stream each rank's output here.
 
-    With ``nnodes == 1``: ``torchrun --standalone --nproc-per-node=nproc`` (its rendezvous
-    picks a free port every time, so re-running a cell while an old group lingers never
-    meets "address already in use").  With ``nnodes > 1``: ``nnodes`` torchrun agents on this
-    machine, each with the multi-node command (``--rdzv-backend=c10d`` on 127.0.0.1), i.e.
-    the command you would run once per node of a cluster.  torchrun runs as
-    ``python -m accelkit.elastic`` (its own ``main()``, plus a record of failed ranks).
-
-    torchrun itself stops the other workers when one fails; this function then reports the
-    failing rank's exit code and the exception it recorded in its error file (else its own
-    output) first.  Past ``timeout_s`` every worker is asked for its Python stack (see the
-    module docstring), then everything is killed.
+    ``nnodes == 1``: ``torchrun --standalone --nproc-per-node=nproc`` (a fresh free port each
+    time: a lingering old group never causes "address already in use").  ``nnodes > 1``:
+    ``nnodes`` agents on this machine, each with the multi-node command (``--rdzv-backend=c10d``
+    on 127.0.0.1) you would run once per node.  torchrun runs as ``python -m accelkit.scripts``
+    (its ``main()`` plus a record of failed ranks); when a worker fails it stops the others.
+    Past ``timeout_s`` every worker is asked for its Python stack, then everything is killed.
 
     Args:
-        script: the worker script (e.g. ``accelkit.scripts.worker_script("ddp_train.py")``).
-        args: its command-line arguments.
-        nproc: processes per node, >= 1.
-        nnodes: simulated nodes on loopback, >= 1.
+        script, args: the worker script (``accelkit.scripts.worker_script(name)``), its arguments.
+        nproc, nnodes: processes per node and simulated nodes on loopback, >= 1 each.
         port: rendezvous port for ``nnodes > 1`` (default: a free one).
         timeout_s: seconds before the whole group is killed, > 0.
         threads: ``OMP_NUM_THREADS`` per worker (torchrun's default is 1); None: inherit.
         env: extra environment variables for the workers.
-        out: passed to the script as ``--out out`` after deleting a previous run's file or
-            folder there; read it back with :meth:`LaunchResult.read_json`.
-        stream: print the workers' lines as they come.
-        check: raise :class:`LaunchError` when the run failed or timed out.
-        collective_timeout_s: how long a collective in the workers waits for the other
-            ranks, seconds, > 0 (``$ACCELKIT_COLLECTIVE_TIMEOUT_S``, read by
-            :func:`accelkit.dist.setup`); default ``min(0.75 * timeout_s, 120)``, so a stuck
-            collective raises in the worker, with its traceback, before the launcher's kill.
+        out: passed as ``--out out`` after deleting a previous run's file or folder there;
+            read it back with :meth:`LaunchResult.read_json`.
+        stream: print the workers' lines as they come; ``check``: raise :class:`LaunchError`
+            when the run failed or timed out.
+        collective_timeout_s: how long a collective in the workers waits for the others,
+            seconds, > 0 (``$ACCELKIT_COLLECTIVE_TIMEOUT_S``); default ``min(0.75 * timeout_s,
+            120)``: a stuck collective raises in the worker before the launcher's kill.
 
     Returns:
         A :class:`LaunchResult` (exit codes and logs per rank).
 
     Raises:
-        ValueError: for bad ``nproc``/``nnodes``/``timeout_s``/``threads``/
-            ``collective_timeout_s``.
-        FileNotFoundError: when ``script`` does not exist.
+        ValueError: for a bad ``nproc``, ``nnodes``, ``timeout_s``, ``threads`` or
+            ``collective_timeout_s``; FileNotFoundError: when ``script`` does not exist.
         PortInUseError: when an explicit ``port`` is taken (pass ``port=None``).
         LaunchError: when ``check`` and a rank failed or the run timed out.
     """
@@ -168,46 +298,72 @@ def torchrun(script: str | os.PathLike[str], args: Sequence[Any] = (), *, nproc:
             f"port {port} on 127.0.0.1 is already in use (a lingering run or another program); "
             "pass port=None to let the launcher pick a free one")
     launch_id = procs.new_launch_id()
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    log_root = config.scratch_dir(f"launch/{stamp}-{launch_id}").resolve()
-    endpoint = f"127.0.0.1:{port or procs.free_port()}" if nnodes > 1 else None
-    cmd = elastic.torchrun_command(path, args, nproc_per_node=nproc, nnodes=nnodes,
-                           rdzv_endpoint=endpoint, rdzv_id=launch_id, log_dir=log_root,
-                           module="accelkit.elastic") + _with_out((), out)
+    log_root = config.scratch_dir(f"launch/{time.strftime('%Y%m%d-%H%M%S')}-{launch_id}").resolve()
+    endpoint = f"127.0.0.1:{port or procs.free_ports(1)[0]}" if nnodes > 1 else None
+    cmd = scripts.torchrun_command(path, args, nproc_per_node=nproc, nnodes=nnodes,
+                                   rdzv_endpoint=endpoint, rdzv_id=launch_id, log_dir=log_root,
+                                   module="accelkit.scripts")
+    if out is not None:
+        cmd += ["--out", str(scripts.fresh_path(out))]
     reports = [log_root / f"agent{i}-failures.json" for i in range(nnodes)]
     base = {**procs.child_env({dist.TIMEOUT_ENV: f"{collective_timeout_s:g}", **dict(env or {})},
                               threads),
             "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": PREFIX_TEMPLATE}
-    children = [Child(cmd, {**base, elastic.REPORT_ENV: str(report)})
+    children = [Child(cmd, {**base, scripts.REPORT_ENV: str(report)})
                 for report in reports]  # the same command on every "node"
-    result = _run("torchrun", children, launch_id, timeout_s=timeout_s, stream=stream,
-                  fail_fast=nnodes > 1, out=out)
-    result.log_dir = log_root
-    result.collective_timeout_s = collective_timeout_s
-    _read_torchrun_outcome(result, reports, nproc * nnodes)
+    result = _run("torchrun", children, launch_id, timeout_s=timeout_s, stream=stream, out=out)
+    result.log_dir, result.collective_timeout_s = log_root, collective_timeout_s
+    # exit codes, failures and the failing rank from the files torchrun left
+    result.failures = scripts.read_failures(reports)
+    if all(rc == 0 for rc in result.returncodes) and not result.timed_out:
+        result.exit_codes = {r: 0 for r in range(nproc * nnodes)}
+    else:
+        result.exit_codes = {r: f.exitcode for r, f in result.failures.items()
+                             if f.exitcode is not None}  # None: read from its error file only
+    root = result.failed_rank = None if result.timed_out else scripts.root_cause(result.failures)
+    if root is not None and not result.logs.get(root):
+        result.logs[root] = scripts.rank_log_files(log_root, result.failures[root])
     return _finish(result, stream, check)
 
 
-# ----------------------------------------------------------------------------- TF / python
-def tf_config(n_workers: int, index: int, ports: Sequence[int], host: str = "localhost") -> str:
-    """Return the ``TF_CONFIG`` JSON for worker ``index`` of a cluster of ``n_workers``.
+def python(script: str | os.PathLike[str], args: Sequence[Any] = (), *, n: int = 1,
+           tf: bool = False, timeout_s: float = 120, threads: int | None = None,
+           env: Mapping[str, str] | None = None, out: str | os.PathLike[str] | None = None,
+           stream: bool = True, check: bool = True) -> LaunchResult:
+    """Run ``n`` plain Python processes of ``script`` (ranks 0..n-1), streaming, with a timeout.
 
-    Format (tf.distribute docs, "Multi-worker training with Keras"):
-    ``{"cluster": {"worker": ["localhost:12345", ...]}, "task": {"type": "worker", "index": i}}``.
+    ``n=1``: the single-process baseline of a distributed script.  ``tf=True``: TensorFlow
+    workers, each with its ``TF_CONFIG`` (tf.distribute docs, "Multi-worker training with
+    Keras": ``{"cluster": {"worker": ["localhost:PORT", ...]}, "task": {"type": "worker",
+    "index": i}}``, a free port each) and the GPUs hidden (``CUDA_VISIBLE_DEVICES=-1``).  When
+    one fails the others are stopped at once (they would wait for it forever).
+
+    Args:
+        n: number of processes, >= 1; ``tf``: give each a ``TF_CONFIG``.
+        script, args, timeout_s, env, out, stream, check: as in :func:`torchrun`.
+        threads: ``OMP_NUM_THREADS`` per process; None: inherit.
+
+    Returns:
+        A :class:`LaunchResult` with ``exit_codes``/``logs`` per rank (worker index).
 
     Raises:
-        ValueError: when ``index`` is out of range or ``ports`` has the wrong length.
+        ValueError: for ``n < 1``, ``timeout_s <= 0`` or bad ``threads``.
+        FileNotFoundError: when ``script`` does not exist.
+        LaunchError: when ``check`` and a process failed or the run timed out.
     """
-    if len(ports) != n_workers:
-        raise ValueError(f"need {n_workers} ports, got {len(ports)}")
-    if not 0 <= index < n_workers:
-        raise ValueError(f"index must be in 0..{n_workers - 1}, got {index}")
-    return json.dumps({"cluster": {"worker": [f"{host}:{p}" for p in ports]},
-                       "task": {"type": "worker", "index": index}})
-
-
-def _finish_plain(result: LaunchResult, n: int, stream: bool, check: bool) -> LaunchResult:
-    """Exit codes and the failing rank of children we started ourselves (no torchrun)."""
+    path = _check_args(script, timeout_s, threads)
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an int >= 1, got {n!r}")
+    argv = [sys.executable, str(path), *map(str, args)]
+    argv += [] if out is None else ["--out", str(scripts.fresh_path(out))]
+    extra = {**({"CUDA_VISIBLE_DEVICES": "-1"} if tf else {}), **dict(env or {})}
+    ports = procs.free_ports(n) if tf else []
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    children = [Child(argv, procs.child_env({**extra, **({"TF_CONFIG": json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": i}})} if tf else {})}, threads), i)
+        for i in range(n)]
+    result = _run("tf" if tf else "python", children, procs.new_launch_id(), timeout_s=timeout_s,
+                  stream=stream, out=out)
     codes = result.returncodes
     result.exit_codes = {i: rc for i, rc in enumerate(codes) if rc is not None}
     failed = [(i, rc) for i, rc in enumerate(codes) if rc not in (0, None)]
@@ -215,101 +371,33 @@ def _finish_plain(result: LaunchResult, n: int, stream: bool, check: bool) -> La
     first = [i for i, rc in failed if rc > 0]
     result.failed_rank = first[0] if first else (failed[0][0] if failed and not
                                                   result.timed_out else None)
-    if result.kind == "tf":  # label the logs "worker i"
+    if tf:  # label the logs "worker i"
         result.logs = {i: result.logs.get(i, "") for i in range(n)}
     return _finish(result, stream, check)
 
 
-def tf_workers(script: str | os.PathLike[str], args: Sequence[Any] = (), *, n: int = 2,
-               timeout_s: float = 180, threads: int | None = 1,
-               env: Mapping[str, str] | None = None, out: str | os.PathLike[str] | None = None,
-               stream: bool = True, check: bool = True) -> LaunchResult:
-    """Run ``n`` TensorFlow workers of ``script``, each with its own ``TF_CONFIG``.
-
-    Each worker gets a free port on localhost; ``MultiWorkerMirroredStrategy`` in the script
-    reads ``TF_CONFIG`` to find the others.  GPUs are hidden (``CUDA_VISIBLE_DEVICES=-1``)
-    so the workers do not fight over one device.  When a worker fails the others are
-    stopped at once (they would wait for it forever).
-
-    Args:
-        script: the worker script.
-        args: its arguments.
-        n: number of workers, >= 1.
-        timeout_s, threads, env, out, stream, check: as in :func:`torchrun`.
-
-    Returns:
-        A :class:`LaunchResult` with ``exit_codes``/``logs`` per worker index.
-
-    Raises:
-        ValueError: for ``n < 1``, ``timeout_s <= 0`` or bad ``threads``.
-        FileNotFoundError: when ``script`` does not exist.
-        LaunchError: when ``check`` and a worker failed or the run timed out.
-    """
-    path = _check_args(script, timeout_s, threads)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be an int >= 1, got {n!r}")
-    launch_id, ports = procs.new_launch_id(), procs.free_ports(n)
-    argv = [sys.executable, str(path), *_with_out(args, out)]
-    extra = {"CUDA_VISIBLE_DEVICES": "-1", **dict(env or {})}
-    children = [Child(argv, procs.child_env({**extra, "TF_CONFIG": tf_config(n, i, ports)},
-                                            threads), i) for i in range(n)]
-    result = _run("tf", children, launch_id, timeout_s=timeout_s, stream=stream,
-                  fail_fast=True, out=out)
-    return _finish_plain(result, n, stream, check)
-
-
-def python(script: str | os.PathLike[str], args: Sequence[Any] = (), *, timeout_s: float = 120,
-           threads: int | None = None, env: Mapping[str, str] | None = None,
-           out: str | os.PathLike[str] | None = None, stream: bool = True,
-           check: bool = True) -> LaunchResult:
-    """Run ``script`` as one plain Python process (rank 0), with streaming and a timeout.
-
-    The single-process baseline of a distributed script: same interpreter, same output
-    handling, same clean-up as :func:`torchrun`.
-
-    Args and Raises: as in :func:`tf_workers` (``threads``: ``OMP_NUM_THREADS``; None: inherit).
-    """
-    path = _check_args(script, timeout_s, threads)
-    launch_id = procs.new_launch_id()
-    argv = [sys.executable, str(path), *_with_out(args, out)]
-    child = Child(argv, procs.child_env(env, threads), 0)
-    result = _run("python", [child], launch_id, timeout_s=timeout_s, stream=stream,
-                  fail_fast=True, out=out)
-    return _finish_plain(result, 1, stream, check)
-
-
-# ----------------------------------------------------------------------------- spawn
-def _start_spawn(fn: Callable[..., Any], args: Sequence[Any], nprocs: int, launch_id: str,
-                 err_fd: int, sys_path: list[str]) -> Any:
-    """``start_processes`` with the marker, ``sys_path`` and fd 2 on ``err_fd`` meanwhile."""
-    import torch.multiprocessing as mp  # imports torch: only when spawning
-
-    saved = os.dup(2)
-    try:
-        with mock.patch.dict(os.environ, {procs.MARKER_ENV: launch_id}), \
-                mock.patch.object(sys, "path", sys_path):
-            os.dup2(err_fd, 2)  # children inherit fd 2 at start; restored right after
-            return mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=False,
-                                      start_method="spawn")
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
 def _spawn_group(fn: Callable[..., Any], args: Sequence[Any], nprocs: int, timeout_s: float,
                  sys_path: list[str]) -> tuple[bool, BaseException | None, str]:
-    """Run ``fn(rank, *args)`` in spawned children tagged with a new launch id, their stderr in
-    a file (not the terminal that runs Jupyter); kill them all at the end.
+    """Run ``fn(rank, *args)`` in tagged spawned children, their stderr in a file (not the
+    terminal running Jupyter); kill them all at the end.  Returns (timed out, torch's
+    exception when a child failed or None, the children's stderr)."""
+    import torch.multiprocessing as mp  # imports torch: only when spawning
 
-    Returns:
-        (timed out, torch's exception when a child failed or None, the children's stderr).
-    """
     launch_id = procs.new_launch_id()
     # multiprocessing's resource tracker is shared by later calls: start it untagged, with
     # the real stderr, so the clean-up below never takes it for one of our children.
     resource_tracker.ensure_running()
     with tempfile.TemporaryFile() as err:
-        ctx = _start_spawn(fn, args, nprocs, launch_id, err.fileno(), sys_path)
+        saved = os.dup(2)
+        try:  # the children inherit the marker, sys_path and fd 2 at start; restored after
+            with mock.patch.dict(os.environ, {procs.MARKER_ENV: launch_id}), \
+                    mock.patch.object(sys, "path", sys_path):
+                os.dup2(err.fileno(), 2)
+                ctx = mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=False,
+                                         start_method="spawn")
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
         deadline, error = time.perf_counter() + timeout_s, None
         try:
             while not ctx.join(timeout=0.1) and time.perf_counter() <= deadline:
@@ -328,23 +416,20 @@ def spawn(fn: Callable[..., Any], *, nprocs: int = 2, args: Sequence[Any] = (),
           timeout_s: float = 60) -> None:
     """Run ``fn(rank, *args)`` in ``nprocs`` processes with ``torch.multiprocessing``.
 
-    Like ``torch.multiprocessing.spawn`` but with a time limit, and with the children's
-    stderr captured: a function defined in a notebook cannot be unpickled in a spawned child
-    (the child imports ``__main__`` afresh and finds no such function), and the child's
-    ``AttributeError`` would otherwise land in the terminal running Jupyter, not here.  A
-    function from a script imported with :func:`accelkit.scripts.import_worker` works: the
-    children get the script's folder on ``sys.path``.
+    Like ``torch.multiprocessing.spawn`` with a time limit and the children's stderr
+    captured: a function defined in a notebook cannot be unpickled in a spawned child (it
+    imports ``__main__`` afresh), and its ``AttributeError`` would land in the terminal running
+    Jupyter.  A function of a script loaded with :func:`accelkit.scripts.import_worker` works
+    (the children get the script's folder on ``sys.path``).
 
     Args:
-        fn: a function importable by name (defined in a module/script, not in the notebook).
-        nprocs: number of processes, >= 1.
-        args: extra arguments passed after the rank.
-        timeout_s: seconds before the children are killed, > 0.
+        fn: a function importable by name; ``args``: passed after the rank.
+        nprocs: number of processes, >= 1; ``timeout_s``: seconds before the kill, > 0.
 
     Raises:
         ValueError: for ``nprocs < 1`` or ``timeout_s <= 0``.
-        LaunchError: when a child fails; the message holds torch's error and the child's
-            own stderr, and the torch exception is chained (``__cause__``).
+        LaunchError: when a child fails; the message holds torch's error and the last
+            traceback of the children's stderr, and the torch exception is chained.
         TimeoutError: when the children run past ``timeout_s`` (they are killed).
     """
     if not isinstance(nprocs, int) or nprocs < 1:
@@ -355,21 +440,17 @@ def spawn(fn: Callable[..., Any], *, nprocs: int = 2, args: Sequence[Any] = (),
     if timed_out:
         raise TimeoutError(f"spawned processes ran past {timeout_s:g} s and were killed")
     if error is not None:
-        raise spawn_error(error, stderr) from error
+        last = stderr[stderr.rfind(_TRACEBACK):] if _TRACEBACK in stderr else stderr
+        msg = (f"{type(error).__name__}: {error}\n--- a child's own stderr ---\n"
+               f"{_tail(last, 15) or '(empty)'}")
+        raise LaunchError(msg, LaunchResult("spawn", [], logs={0: stderr})) from error
 
 
-# ----------------------------------------------------------------------------- plan
 @dataclass(frozen=True)
 class WorkerPlan:
-    """How many worker processes to start per node, on which device, and why.
-
-    Attributes:
-        nproc: processes per node.
-        device: ``"cuda"`` (one GPU per process, NCCL) or ``"cpu"`` (gloo).
-        env: environment for the workers (``CUDA_VISIBLE_DEVICES=""`` hides GPUs when there
-            are fewer GPUs than processes).
-        reason: one sentence for the notebook.
-    """
+    """How many worker processes per node (``nproc``), on which ``device`` (``"cuda"``: one
+    GPU each, NCCL; ``"cpu"``: gloo), their ``env`` (``CUDA_VISIBLE_DEVICES=""`` hides GPUs
+    when there are fewer than processes), and the ``reason`` in one sentence."""
 
     nproc: int
     device: str
@@ -379,26 +460,18 @@ class WorkerPlan:
     def torchrun(self, script: str | os.PathLike[str], args: Sequence[Any] = (), *,
                  nproc: int | None = None, env: Mapping[str, str] | None = None,
                  **launch: Any) -> LaunchResult:
-        """:func:`torchrun` with this plan's ``nproc`` and ``env``.
-
-        ``nproc`` overrides the plan's; ``env`` is added to the plan's.  Other keywords
-        (``out``, ``timeout_s``, ``check``, ...) go to :func:`torchrun` as they are, e.g.
-        ``PLAN.torchrun(script, args, out=SCRATCH / "r.json").read_json()``.
-
-        Returns and Raises: as :func:`torchrun`.
+        """:func:`torchrun` with this plan's ``nproc`` (unless given) and ``env`` (``env`` is
+        added); other keywords go to :func:`torchrun`, e.g. ``PLAN.torchrun(script, args,
+        out=SCRATCH / "r.json").read_json()``.  Returns and raises as :func:`torchrun`.
         """
         return torchrun(script, args, nproc=nproc or self.nproc,
                         env={**self.env, **dict(env or {})}, **launch)
 
 
 def worker_plan(nproc: int | None = None) -> WorkerPlan:
-    """Choose the workers for this machine: one per GPU when there are enough GPUs, else CPUs.
-
-    Two processes cannot share one GPU under NCCL, so with fewer GPUs than processes every
-    worker runs on the CPU with gloo (the GPUs are hidden from them).
-
-    Args:
-        nproc: processes wanted per node (>= 1); default: the number of GPUs, at least 2.
+    """Choose ``nproc`` workers per node (default: the number of GPUs, at least 2): one per GPU
+    when there are enough GPUs, else all on the CPU with gloo (two processes cannot share one
+    GPU under NCCL).
 
     Returns:
         A :class:`WorkerPlan`; launch with ``plan.torchrun(script, args, ...)``.
@@ -420,15 +493,5 @@ def worker_plan(nproc: int | None = None) -> WorkerPlan:
                       "(GPUs hidden from the workers)")
 
 
-__all__ = [
-    "LaunchError",
-    "LaunchResult",
-    "PREFIX_TEMPLATE",
-    "WorkerPlan",
-    "python",
-    "spawn",
-    "tf_config",
-    "tf_workers",
-    "torchrun",
-    "worker_plan",
-]
+__all__ = ["PREFIX_TEMPLATE", "LaunchError", "LaunchResult", "WorkerPlan", "python", "spawn",
+           "torchrun", "worker_plan"]

@@ -1,16 +1,13 @@
-"""Process groups: start them, read their output, enforce a time limit, leave nothing behind.
+"""Process groups: start them, stream their output, time them out, kill them.
 
-The plumbing under every launcher in :mod:`accelkit.launch`: :func:`run_group` starts
-:class:`Child` commands (each in its own session), hands every output line to a callback on
-the calling thread (:class:`RankedLines` prefixes ``[rankN]:``), stops the rest when one fails
-and kills the group past ``timeout_s``, first asking hung workers for their stacks
-(:func:`request_stacks`: ``SIGUSR1``, registered by :func:`accelkit.dist.setup`);
-:func:`kill_all` ends process trees and everything tagged with the launch's marker
-(``$ACCELKIT_LAUNCH_ID``), :func:`leftover_processes` lists what is still alive;
-:func:`free_port` and :func:`is_port_free` for launchers that need a TCP port.
-
-Elsewhere: the launchers, their results and reading stacks back (:mod:`accelkit.launch`,
-:mod:`accelkit.launch_result`); torchrun's failure records (:mod:`accelkit.elastic`).
+The plumbing under :mod:`accelkit.launch`: :func:`run_group` starts :class:`Child` commands
+(each in its own session, tagged ``$ACCELKIT_LAUNCH_ID``), hands every output line to a
+callback on the calling thread (:class:`RankedLines` keeps them per rank), stops the rest when
+one fails, and past ``timeout_s`` first asks the workers for their Python stacks
+(:func:`request_stacks`: ``SIGUSR1``, registered by :func:`accelkit.dist.setup`; read back by
+:func:`accelkit.scripts.last_stack`), then kills the group (:func:`kill_all`).  Also ports
+(:func:`free_ports`, :func:`is_port_free`) and what a launch left alive
+(:func:`leftover_processes`).
 """
 
 from __future__ import annotations
@@ -37,18 +34,15 @@ from accelkit.dist import STACK_SIGNAL
 
 #: Environment variable set on every process a launch starts (its value: the launch id).
 MARKER_ENV = "ACCELKIT_LAUNCH_ID"
-# A line a torchrun agent relays from a worker: "[rank3]:text" (accelkit.launch sets the
-# template with TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE).
+# A line a torchrun agent relays from a worker: "[rank3]:text" (see accelkit.launch).
 _RANK_LINE = re.compile(r"^\[(?:rank|worker)(\d+)\]:(.*)$")
-# glog/absl lines ("I0000 00:00:17.. 123 file.cc:12] ...") that TensorFlow prints before its
-# logging is configured; TF_CPP_MIN_LOG_LEVEL does not silence them.  Kept in the logs,
-# hidden from the live stream.
+# glog/absl lines TensorFlow prints before its logging is configured (TF_CPP_MIN_LOG_LEVEL
+# does not silence them): kept in the logs, hidden from the live stream.
 QUIET_LINE = re.compile(r"^([IWE]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\]|WARNING: All log "
                         r"messages before absl::InitializeLog)")
 _POLL_S = 0.05  # how often the watcher checks exit codes and the clock
 _SCAN_S = 0.5  # how often it records the group's descendants
 _READER_JOIN_S = 5.0  # after the clean-up, how long to wait for the last output
-#: The signal a timed-out run's workers get before the kill (faulthandler prints their stacks).
 _STACK_WAIT_S = 2.0  # how long the dumps may take to arrive (torchrun relays them from files)
 
 
@@ -57,33 +51,20 @@ class PortInUseError(OSError):
 
 
 # ----------------------------------------------------------------------------- ports
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that is free on ``host`` right now (the OS picks it).
-
-    Another process could take it before you bind it; launchers that can choose their own
-    port (``torchrun --standalone``) avoid even that race.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """Return ``n`` distinct ports that are free on ``host`` now (see :func:`free_port`)."""
+    """Return ``n`` distinct TCP ports free on ``host`` now (the OS picks them; another process
+    could take one before it is bound: ``torchrun --standalone`` avoids even that race)."""
     ports: list[int] = []
     while len(ports) < n:
-        p = free_port(host)
-        if p not in ports:
-            ports.append(p)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            if (port := int(s.getsockname()[1])) not in ports:
+                ports.append(port)
     return ports
 
 
 def is_port_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when ``port`` can be bound on ``host`` now.
-
-    Raises:
-        ValueError: for a port outside 1..65535.
-    """
+    """True when ``port`` can be bound on ``host`` now (ValueError outside 1..65535)."""
     if not isinstance(port, int) or not 0 < port < 65536:
         raise ValueError(f"port must be an int in 1..65535, got {port!r}")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -101,12 +82,8 @@ def new_launch_id() -> str:
 
 
 def describe_exit(code: int | None) -> str:
-    """Say how a process ended: ``"exited 1"``, ``"was stopped by SIGTERM"``, ...
-
-    Args:
-        code: an exit code as ``subprocess`` reports it (negative: killed by that signal),
-            or None when it is unknown.
-    """
+    """Say how a process ended, from its exit ``code`` as ``subprocess`` reports it (negative:
+    that signal; None: unknown): ``"exited 1"``, ``"was stopped by SIGTERM"``, ..."""
     if code is None:
         return "gave no exit code"
     if code < 0:
@@ -132,6 +109,11 @@ def process(pid: int) -> Any:
         return None
 
 
+def _running(procs: Iterable[Any]) -> list[Any]:
+    """``psutil`` handles of the ``Popen``/``multiprocessing`` processes still there."""
+    return [q for q in (process(p.pid) for p in procs) if q is not None]
+
+
 def _marked(launch_id: str) -> list[Any]:
     """Processes of this user whose environment carries ``MARKER_ENV=launch_id``."""
     found = []
@@ -143,19 +125,13 @@ def _marked(launch_id: str) -> list[Any]:
 
 
 def leftover_processes(launch_id: str) -> list[int]:
-    """Return the pids of live processes started by the launch ``launch_id`` (zombies excluded).
-
-    Used by tests and notebooks to check that a launch left nothing behind.
-    """
+    """Return the pids of live processes started by the launch ``launch_id`` (zombies excluded)."""
     return [p.pid for p in _marked(launch_id) if _alive(p)]
 
 
 def _wait_dead(procs: Sequence[Any], timeout_s: float) -> None:
-    """Wait until every process is dead or a zombie, without reaping any.
-
-    (``psutil.wait_procs`` would reap our own children and their exit codes with them:
-    ``Popen.returncode`` would then read 0.)
-    """
+    """Wait until every process is dead or a zombie, without reaping any (``psutil.wait_procs``
+    would reap our children, and ``Popen.returncode`` would then read 0)."""
     deadline = time.perf_counter() + timeout_s
     while any(_alive(p) for p in procs) and time.perf_counter() < deadline:
         time.sleep(0.05)
@@ -182,15 +158,9 @@ def _signal(proc: Any, sig: signal.Signals) -> None:
 
 
 def kill_all(procs: Sequence[Any], launch_id: str, grace_s: float) -> int:
-    """SIGTERM every process, its descendants and its process group; SIGKILL what remains.
-
-    Processes tagged with ``launch_id`` (``$ACCELKIT_LAUNCH_ID``) are included, also those
-    whose parent already died.  Exit codes of our own children are not reaped.
-
-    Args:
-        procs: ``psutil.Process`` objects.
-        launch_id: the tag of the launch they belong to.
-        grace_s: seconds between SIGTERM and SIGKILL.
+    """SIGTERM the ``psutil.Process`` objects ``procs``, their descendants and process groups,
+    and every process tagged ``launch_id`` (also those whose parent died); SIGKILL what remains
+    after ``grace_s`` seconds.  Exit codes of our own children are not reaped.
 
     Returns:
         How many processes were still alive when the clean-up started.
@@ -212,11 +182,8 @@ def kill_all(procs: Sequence[Any], launch_id: str, grace_s: float) -> int:
 
 # ----------------------------------------------------------------------------- stack dumps
 def catches_signal(pid: int, sig: int) -> bool:
-    """True when process ``pid`` has a handler for ``sig`` (Linux: ``SigCgt`` in /proc).
-
-    A process without one would be *killed* by ``SIGUSR1``; only those that registered it
-    (``faulthandler``) are sent it.  False where /proc is missing (macOS, Windows).
-    """
+    """True when process ``pid`` has a handler for ``sig`` (Linux: ``SigCgt`` in /proc; False
+    where /proc is missing).  A process without one would be *killed* by ``SIGUSR1``."""
     try:
         status = Path(f"/proc/{pid}/status").read_text(encoding="ascii", errors="replace")
     except OSError:
@@ -228,12 +195,8 @@ def catches_signal(pid: int, sig: int) -> bool:
 
 
 def request_stacks(procs: Iterable[Any], launch_id: str) -> int:
-    """Send :data:`STACK_SIGNAL` to every live process of the launch that catches it.
-
-    Args:
-        procs: ``psutil.Process`` objects (with their descendants); processes tagged with
-            ``launch_id`` are added.
-        launch_id: the launch's tag.
+    """Send :data:`STACK_SIGNAL` to every live process that catches it among ``procs``
+    (``psutil.Process``), their descendants and the processes tagged ``launch_id``.
 
     Returns:
         How many processes were signalled (0 where the platform has no ``SIGUSR1``).
@@ -297,8 +260,7 @@ class RankedLines:
 
 
 # ----------------------------------------------------------------------------- groups
-#: Variables of a distributed launch that a child must not inherit from the notebook (a
-#: kernel may itself run under a launcher); the launcher sets its own.
+# An outer launch's variables (a kernel may itself run under a launcher): never inherited.
 _LAUNCH_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                 "MASTER_ADDR", "MASTER_PORT", "TF_CONFIG", "TORCHELASTIC_RUN_ID",
                 "TORCHELASTIC_ERROR_FILE")
@@ -332,10 +294,8 @@ def child_env(extra: Mapping[str, Any] | None = None, threads: int | None = None
 
 @dataclass
 class Child:
-    """One command of a group: its argument list, its full environment, and its rank.
-
-    ``rank`` None: the child's lines carry their own ``[rankN]:`` prefix (torchrun).
-    """
+    """One command of a group: its argument list, its full environment, and its rank (None:
+    its lines carry their own ``[rankN]:`` prefix, as torchrun's do)."""
 
     argv: list[str]
     env: dict[str, str]
@@ -362,11 +322,9 @@ def _read_lines(child: int, pipe: IO[bytes], lines: queue.Queue[tuple[int, str]]
 
 def _pump(lines: queue.Queue[tuple[int, str]], on_line: Callable[[int, str], None],
           wait_s: float) -> None:
-    """Hand queued lines to ``on_line``, waiting up to ``wait_s`` for the first.
-
-    With ``wait_s > 0`` it returns after about ``wait_s`` even while lines keep coming (the
-    watcher must still see the clock); with ``wait_s == 0`` it empties the queue.
-    """
+    """Hand queued lines to ``on_line``, waiting up to ``wait_s`` for the first; with
+    ``wait_s > 0`` return after about ``wait_s`` even while lines keep coming (the watcher
+    must still see the clock), with ``wait_s == 0`` empty the queue."""
     stop = time.perf_counter() + wait_s
     try:
         item = lines.get(timeout=wait_s) if wait_s > 0 else lines.get_nowait()
@@ -408,8 +366,7 @@ def _watch(procs: Sequence[subprocess.Popen[bytes]], tracked: dict[int, Any], *,
         if None not in codes:
             return False
         if fail_fast and any(c not in (None, 0) for c in codes):
-            running = [process(p.pid) for p in procs if p.poll() is None]
-            kill_all([q for q in running if q is not None] + list(tracked.values()),
+            kill_all(_running(p for p in procs if p.poll() is None) + list(tracked.values()),
                      launch_id, grace_s)
             continue
         if now > deadline:
@@ -421,22 +378,14 @@ def run_group(children: Sequence[Child], *, launch_id: str, timeout_s: float,
               grace_s: float = 3.0, stacks: bool = True) -> GroupRun:
     """Start ``children``, relay their output, enforce the time limit, clean up everything.
 
-    Each child starts in a new session with ``$ACCELKIT_LAUNCH_ID=launch_id`` added to its
-    environment, stdin closed and stderr merged into stdout.  A reader thread per child
-    queues its lines; ``on_line(child_index, line)`` is called on this thread.  Whatever the
-    outcome (also KeyboardInterrupt), every process of the group is killed before returning.
-    Past the time limit, first every process that registered the stack signal gets it
-    (:func:`request_stacks`) and its dump is relayed for up to 2 s: the output then shows
-    where each one was stuck.
-
-    Args:
-        children: the commands.
-        launch_id: the tag for the group's processes (see :func:`new_launch_id`).
-        timeout_s: seconds before the whole group is killed.
-        on_line: called with each line (no newline), e.g. a :class:`RankedLines`.
-        fail_fast: when one child exits non-zero, stop the others.
-        grace_s: seconds between SIGTERM and SIGKILL in the clean-up.
-        stacks: on a timeout, ask for stack dumps before the kill.
+    Each child starts in a new session with ``$ACCELKIT_LAUNCH_ID=launch_id`` (see
+    :func:`new_launch_id`) added to its environment, stdin closed, stderr merged into stdout;
+    ``on_line(child_index, line)`` (e.g. a :class:`RankedLines`) gets each line on this thread.
+    With ``fail_fast`` a child exiting non-zero stops the others.  Past ``timeout_s`` seconds,
+    with ``stacks``, every process that registered the stack signal gets it
+    (:func:`request_stacks`) and its dump is relayed for up to 2 s, then the group is killed
+    (``grace_s``: seconds between SIGTERM and SIGKILL).  Whatever the outcome (also
+    KeyboardInterrupt), every process of the group is killed before returning.
 
     Returns:
         A :class:`GroupRun`.
@@ -453,16 +402,14 @@ def run_group(children: Sequence[Child], *, launch_id: str, timeout_s: float,
                                launch_id=launch_id, deadline=start + timeout_s,
                                fail_fast=fail_fast, grace_s=grace_s)
         if run.timed_out and stacks:
-            run.stacks_requested = request_stacks(
-                [q for q in (process(p.pid) for p in procs) if q is not None]
-                + list(tracked.values()), launch_id)
+            run.stacks_requested = request_stacks(_running(procs) + list(tracked.values()),
+                                                  launch_id)
             if run.stacks_requested:
                 stop = time.perf_counter() + _STACK_WAIT_S
                 while time.perf_counter() < stop:
                     _pump(lines, on_line, _POLL_S)
     finally:
-        live = [q for q in (process(p.pid) for p in procs) if q is not None]
-        run.killed = kill_all(live + list(tracked.values()), launch_id, grace_s)
+        run.killed = kill_all(_running(procs) + list(tracked.values()), launch_id, grace_s)
         join_until = time.perf_counter() + _READER_JOIN_S
         for t in readers:  # every writer is dead: the pipes reach end of file
             t.join(timeout=max(0.0, join_until - time.perf_counter()))
@@ -477,24 +424,7 @@ def run_group(children: Sequence[Child], *, launch_id: str, timeout_s: float,
     return run
 
 
-__all__ = [
-    "MARKER_ENV",
-    "STACK_SIGNAL",
-    "Child",
-    "GroupRun",
-    "PortInUseError",
-    "QUIET_LINE",
-    "RankedLines",
-    "child_env",
-    "catches_signal",
-    "describe_exit",
-    "free_port",
-    "free_ports",
-    "is_port_free",
-    "kill_all",
-    "leftover_processes",
-    "new_launch_id",
-    "process",
-    "request_stacks",
-    "run_group",
-]
+__all__ = ["MARKER_ENV", "QUIET_LINE", "STACK_SIGNAL", "Child", "GroupRun", "PortInUseError",
+           "RankedLines", "catches_signal", "child_env", "describe_exit", "free_ports",
+           "is_port_free", "kill_all", "leftover_processes", "new_launch_id", "process",
+           "request_stacks", "run_group"]

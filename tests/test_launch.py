@@ -11,7 +11,7 @@ import types
 import pytest
 from torch.distributed.elastic.multiprocessing.api import SubprocessContext
 
-from accelkit import elastic, launch, procs, scripts
+from accelkit import launch, procs, scripts
 
 # Each launch must end at most this long after its own time limit (the issue's bar).
 SLACK_S = 10
@@ -210,7 +210,7 @@ def test_busy_ports_and_a_lingering_group_do_not_block_a_new_run(ok_worker, tmp_
 
     lingering_id = "lingering-test"
     env = dict(os.environ, **{procs.MARKER_ENV: lingering_id})
-    old = subprocess.Popen(elastic.torchrun_command(hang, nproc_per_node=2), env=env,
+    old = subprocess.Popen(scripts.torchrun_command(hang, nproc_per_node=2), env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     socks = []
@@ -269,7 +269,7 @@ def test_plain_python_and_tf_style_workers_fail_fast(tmp_path):
         time.sleep(600)
         """)
     t0 = time.perf_counter()
-    res = launch.tf_workers(bad, n=2, timeout_s=60, check=False, stream=False)
+    res = launch.python(bad, n=2, tf=True, timeout_s=60, check=False, stream=False)
     assert time.perf_counter() - t0 < 15  # worker 0 was stopped, not waited for
     assert res.failed_rank == 1 and res.exit_codes == {0: -15, 1: 1}
     assert res.summary().splitlines()[0] == "rank 1 failed first (exit code 1); its own output:"
@@ -331,12 +331,38 @@ def test_spawn_timeout_kills_the_children(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- pure helpers
-def test_tf_config_and_validation(tmp_path, ok_worker):
-    cfg = launch.tf_config(2, 1, [1111, 2222])
-    assert '"worker": ["localhost:1111", "localhost:2222"]' in cfg
-    assert '"index": 1' in cfg
-    with pytest.raises(ValueError):
-        launch.tf_config(2, 2, [1, 2])
+def test_summary_of_a_recorded_failure_shows_what_came_before_the_traceback():
+    tb = "Traceback (most recent call last):\n  File \"w.py\", line 3\nValueError: bad\n"
+    fail = scripts.RankFailure(rank=1, local_rank=1, exitcode=1, pid=9, timestamp=0,
+                               message="ValueError: bad", traceback=tb)
+    res = launch.LaunchResult("torchrun", [["x"]], exit_codes={0: -15, 1: 1},
+                              logs={1: "loading data\n" + tb}, returncodes=[1],
+                              failed_rank=1, failures={1: fail})
+    lines = res.summary().splitlines()
+    assert lines[0] == "rank 1 failed first (exit code 1): ValueError: bad"
+    assert lines[1] == "its traceback (from its error file):"
+    assert lines[lines.index("its last output before that:") + 1] == "loading data"
+    assert lines[-1] == "other ranks: rank 0 was stopped by SIGTERM"
+    unknown = launch.LaunchResult("torchrun", [["x"]], returncodes=[1], failed_rank=2)
+    assert unknown.summary().startswith("rank 2 failed first (exit code unknown)")
+
+
+def test_summary_names_a_rank_whose_exit_code_went_unrecorded():
+    # torch 2.9: the agent recorded rank 1 only; rank 0's error file was read beside it
+    tb = "Traceback (most recent call last):\nRuntimeError: Timed out\n"
+    timed = scripts.RankFailure(rank=1, local_rank=1, exitcode=1, pid=9, timestamp=1,
+                                message="RuntimeError: Timed out", traceback=tb)
+    peer = scripts.RankFailure(rank=0, local_rank=0, exitcode=None, pid=None, timestamp=1,
+                               message="RuntimeError: Connection closed by peer",
+                               traceback=tb.replace("Timed out", "Connection closed by peer"))
+    res = launch.LaunchResult("torchrun", [["x"]], exit_codes={1: 1}, returncodes=[1],
+                              failed_rank=1, failures={0: peer, 1: timed})
+    assert not res.ok
+    assert ("other ranks: rank 0 recorded an error (this torch did not record its exit code)"
+            in res.summary().splitlines())
+
+
+def test_launchers_validate_their_arguments(tmp_path, ok_worker):
     with pytest.raises(FileNotFoundError):
         launch.torchrun(tmp_path / "missing.py")
     with pytest.raises(ValueError, match="timeout_s"):
@@ -346,7 +372,7 @@ def test_tf_config_and_validation(tmp_path, ok_worker):
     with pytest.raises(ValueError, match="nproc_per_node"):
         launch.torchrun(ok_worker, nproc=0, out=tmp_path / "keep.json")
     with pytest.raises(ValueError, match="n must be"):
-        launch.tf_workers(ok_worker, n=0)
+        launch.python(ok_worker, n=0)
     with pytest.raises(ValueError, match="no out="):
         launch.LaunchResult("python", []).read_json()
 

@@ -72,7 +72,7 @@ def test_spawned_workers_use_the_spawn_start_method():
     from accelkit import launch
 
     with mock.patch("torch.multiprocessing.start_processes") as start:
-        launch._start_spawn(print, (), 2, "id", 2, list(sys.path))
+        launch.spawn(print, nprocs=2, timeout_s=5)
     assert start.call_args.kwargs["start_method"] == "spawn", start.call_args
 
 

@@ -1,6 +1,6 @@
 """accelkit.procs: process groups that stream, fail fast, time out and leave nothing behind.
 
-Reading the stack dumps back (accelkit.launch_result) is tested in test_stacks.py."""
+Reading the stack dumps back (accelkit.scripts) is tested in test_stacks.py."""
 
 import os
 import socket
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from accelkit import launch_result as stacks
 from accelkit import procs
+from accelkit import scripts as stacks
 
 SLACK_S = 10
 
@@ -27,7 +27,7 @@ def _py(code, rank=None, **env):
 
 
 def test_ports():
-    port = procs.free_port()
+    port = procs.free_ports(1)[0]
     assert procs.is_port_free(port)
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))

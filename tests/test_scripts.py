@@ -64,3 +64,13 @@ def test_import_worker_loads_the_file_and_registers_it(monkeypatch):
     assert scripts.sys_path_for(test_show_prints_without_ipython) == list(sys.path)  # importable
     with pytest.raises(FileNotFoundError):
         scripts.import_worker("no_such_worker.py")
+
+
+def test_show_a_diff_without_ipython(capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "IPython", None)
+    monkeypatch.setitem(sys.modules, "IPython.display", None)
+    a = _script(tmp_path, "a.py", "x = 1\n")
+    b = _script(tmp_path, "b.py", "x = 2\n")
+    scripts.show(b, diff_from=a)
+    out = capsys.readouterr().out
+    assert out.startswith("# a.py -> b.py") and "-x = 1" in out and "+x = 2" in out

@@ -1,6 +1,6 @@
-"""accelkit.launch_result's stack reading: faulthandler dumps and tracebacks as frames, in one line."""
+"""accelkit.scripts' stack reading: faulthandler dumps and tracebacks as frames, in one line."""
 
-from accelkit import launch_result as stacks
+from accelkit import scripts as stacks
 
 
 def _blocked_in_barrier():  # a stand-in for torch's barrier, for the dump below

@@ -1,4 +1,4 @@
-"""accelkit.elastic: torchrun's command line, its error files and failure records (no processes)."""
+"""accelkit.scripts: torchrun's command line, its error files and failure records (no processes)."""
 
 import json
 import signal
@@ -6,23 +6,23 @@ from pathlib import Path
 
 import pytest
 
-from accelkit import elastic
+from accelkit import scripts
 
 
 def test_torchrun_command():
-    single = elastic.torchrun_command("w.py", ["--x", 1], nproc_per_node=4)
+    single = scripts.torchrun_command("w.py", ["--x", 1], nproc_per_node=4)
     assert single[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4",
                           "w.py", "--x", "1"]
-    multi = elastic.torchrun_command("w.py", nproc_per_node=8, nnodes=2,
+    multi = scripts.torchrun_command("w.py", nproc_per_node=8, nnodes=2,
                                      rdzv_endpoint="node0:29400", rdzv_id="job")
     assert "--nnodes=2" in multi and "--rdzv-endpoint=node0:29400" in multi
-    ours = elastic.torchrun_command("w.py", module="accelkit.elastic", log_dir="/tmp/l")
-    assert ours[1:3] == ["-m", "accelkit.elastic"] and "--log-dir=/tmp/l" in ours
-    assert elastic.torchrun_command("w.py", as_torchrun=True)[0] == "torchrun"
+    ours = scripts.torchrun_command("w.py", module="accelkit.scripts", log_dir="/tmp/l")
+    assert ours[1:3] == ["-m", "accelkit.scripts"] and "--log-dir=/tmp/l" in ours
+    assert scripts.torchrun_command("w.py", as_torchrun=True)[0] == "torchrun"
     with pytest.raises(ValueError, match="rdzv_endpoint"):
-        elastic.torchrun_command("w.py", nnodes=2)
+        scripts.torchrun_command("w.py", nnodes=2)
     with pytest.raises(ValueError, match="nproc_per_node"):
-        elastic.torchrun_command("w.py", nproc_per_node=0)
+        scripts.torchrun_command("w.py", nproc_per_node=0)
 
 
 def test_read_error_file_in_both_layouts(tmp_path):
@@ -30,15 +30,15 @@ def test_read_error_file_in_both_layouts(tmp_path):
     handler.write_text(json.dumps({"message": {"message": "ValueError: boom", "extraInfo": {
         "py_callstack": "Traceback (most recent call last):\nValueError: boom\n",
         "timestamp": "1700000000"}}}))
-    assert elastic.read_error_file(handler) == (
+    assert scripts.read_error_file(handler) == (
         "ValueError: boom", "Traceback (most recent call last):\nValueError: boom\n")
     plain = tmp_path / "b.json"
     plain.write_text(json.dumps({"message": "custom text", "timestamp": 1}))
-    assert elastic.read_error_file(plain) == ("custom text", "")
+    assert scripts.read_error_file(plain) == ("custom text", "")
     broken = tmp_path / "c.json"
     broken.write_text("{not json")
-    assert elastic.read_error_file(broken) == ("", "")
-    assert elastic.read_error_file(tmp_path / "missing.json") == ("", "")
+    assert scripts.read_error_file(broken) == ("", "")
+    assert scripts.read_error_file(tmp_path / "missing.json") == ("", "")
 
 
 def test_read_failures_joins_reports_and_error_files(tmp_path):
@@ -53,15 +53,15 @@ def test_read_failures_joins_reports_and_error_files(tmp_path):
               "timestamp": 1},  # stopped by torchrun, noticed "earlier" (whole seconds)
         "1": {"local_rank": 1, "pid": 12, "exitcode": 1, "error_file": str(err),
               "timestamp": 2}}}))
-    failures = elastic.read_failures([report, tmp_path / "agent1-missing.json"])
+    failures = scripts.read_failures([report, tmp_path / "agent1-missing.json"])
     assert list(failures) == [0, 1]
     assert failures[1].message == "ValueError: boom" and failures[1].error_file == err
-    assert failures[0].error_file is None and failures[0].signal_name == "SIGTERM"
-    assert failures[1].signal_name is None
-    assert elastic.root_cause(failures) == 1
-    assert elastic.rank_log_files(tmp_path, failures[1]) == "the traceback\n"
-    assert elastic.rank_log_files(tmp_path, failures[0]) == ""  # no folder for local rank 0
-    assert elastic.root_cause({}) is None
+    assert failures[0].error_file is None and failures[0].exitcode == -signal.SIGTERM
+    assert failures[1].exitcode == 1
+    assert scripts.root_cause(failures) == 1
+    assert scripts.rank_log_files(tmp_path, failures[1]) == "the traceback\n"
+    assert scripts.rank_log_files(tmp_path, failures[0]) == ""  # no folder for local rank 0
+    assert scripts.root_cause({}) is None
 
 
 def _error_file(path, message, frames=""):
@@ -86,13 +86,12 @@ def test_read_failures_adds_ranks_the_agent_left_out_from_their_error_files(tmp_
     report = tmp_path / "agent0.json"
     report.write_text(json.dumps({"failures": {"1": {
         "local_rank": 1, "pid": 12, "exitcode": 1, "error_file": str(timed), "timestamp": 2}}}))
-    failures = elastic.read_failures([report])
+    failures = scripts.read_failures([report])
     assert list(failures) == [0, 1]
     assert failures[0].error_file == peer and failures[0].message.endswith("closed by peer [127.0.0.1]:1")
     assert failures[0].exitcode is None and failures[0].pid is None
-    assert failures[0].signal_name is None
     assert failures[1].exitcode == 1 and failures[1].pid == 12
-    assert elastic.root_cause(failures) == 1  # the peer-gone rank is not the cause
+    assert scripts.root_cause(failures) == 1  # the peer-gone rank is not the cause
 
 
 def test_read_failures_places_left_out_ranks_on_their_node(tmp_path):
@@ -103,36 +102,35 @@ def test_read_failures_places_left_out_ranks_on_their_node(tmp_path):
     report = tmp_path / "agent1.json"
     report.write_text(json.dumps({"failures": {"3": {
         "local_rank": 1, "pid": 7, "exitcode": 1, "error_file": str(reported), "timestamp": 2}}}))
-    failures = elastic.read_failures([report])
+    failures = scripts.read_failures([report])
     assert list(failures) == [2, 3] and failures[2].local_rank == 0
     # a report without error files places nobody else
     bare = tmp_path / "agent0.json"
     bare.write_text(json.dumps({"failures": {"0": {
         "local_rank": 0, "pid": 7, "exitcode": -9, "error_file": "<N/A>", "timestamp": 2}}}))
-    assert list(elastic.read_failures([bare])) == [0]
+    assert list(scripts.read_failures([bare])) == [0]
 
 
 def test_root_cause_without_error_files_prefers_a_real_signal_to_sigterm():
     def f(rank, code, stamp):
-        return elastic.RankFailure(rank=rank, local_rank=rank, exitcode=code, pid=rank,
+        return scripts.RankFailure(rank=rank, local_rank=rank, exitcode=code, pid=rank,
                                    timestamp=stamp)
 
     killed = {0: f(0, -signal.SIGTERM, 5), 1: f(1, -signal.SIGKILL, 6)}
-    assert elastic.root_cause(killed) == 1
-    assert elastic.root_cause({0: f(0, 1, 7), 1: f(1, 1, 6)}) == 1  # earliest
+    assert scripts.root_cause(killed) == 1
+    assert scripts.root_cause({0: f(0, 1, 7), 1: f(1, 1, 6)}) == 1  # earliest
 
 
 def test_root_cause_prefers_a_rank_whose_own_collective_failed_to_one_whose_peer_went_away():
     # seen in CI: rank 1 timed out in its barrier and closed its sockets; rank 0, waiting in
     # an all-reduce, wrote "Connection closed by peer" a moment before rank 1's error file
     def f(rank, stamp, message):
-        return elastic.RankFailure(rank=rank, local_rank=rank, exitcode=1, pid=rank,
+        return scripts.RankFailure(rank=rank, local_rank=rank, exitcode=1, pid=rank,
                                    timestamp=stamp, error_file=Path(f"{rank}.json"),
                                    message=message)
 
     gone = "RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [::1]:5"
     timed_out = "DistBackendError: [gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting"
     failures = {0: f(0, 10.0, gone), 1: f(1, 10.4, timed_out)}
-    assert elastic.peer_gone(failures[0]) and not elastic.peer_gone(failures[1])
-    assert elastic.root_cause(failures) == 1
-    assert elastic.root_cause({0: f(0, 10.0, gone), 1: f(1, 10.4, gone)}) == 0  # earliest
+    assert scripts.root_cause(failures) == 1
+    assert scripts.root_cause({0: f(0, 10.0, gone), 1: f(1, 10.4, gone)}) == 0  # earliest
