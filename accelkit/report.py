@@ -3,8 +3,7 @@
 A notebook calls ``ak.report.record("amp.matmul_bf16_speedup", 2.1, "x")``.  Under
 ``make run`` the runner sets ``ACCELKIT_RESULTS`` to a JSON-lines file and
 ``ACCELKIT_NOTEBOOK`` to the notebook's name; each record is appended there.  Outside the
-runner, records are kept in memory only (:func:`recorded`), so running a notebook by hand
-writes nothing.
+runner a record is checked and returned, and running a notebook by hand writes nothing.
 
 ``make verify`` (``tools/verify.py``) runs every notebook under nbval on a machine and writes
 ``verified/<class>.json``: the date, the hardware class and whether it was emulated, the
@@ -36,8 +35,6 @@ RESULTS_ENV = "ACCELKIT_RESULTS"
 NOTEBOOK_ENV = "ACCELKIT_NOTEBOOK"
 _KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-_records: list[Result] = []
 
 
 @dataclass(frozen=True)
@@ -86,18 +83,12 @@ def record(key: str, value: Any, unit: str = "") -> Any:
             raise TypeError(f"result {key!r}: value must be a number, bool or str, got {value!r}")
         if isinstance(plain, float) and not math.isfinite(plain):
             raise ValueError(f"result {key!r}: value is not finite ({plain})")
-    res = Result(key, plain, unit, os.environ.get(NOTEBOOK_ENV, ""))
-    _records[:] = [r for r in _records if r.key != key] + [res]
     path = os.environ.get(RESULTS_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(asdict(res)) + "\n")
+            fh.write(json.dumps(asdict(Result(key, plain, unit, os.environ.get(NOTEBOOK_ENV, ""))))
+                     + "\n")
     return value
-
-
-def recorded() -> dict[str, Result]:
-    """Return the results recorded in this process so far, by key (last value wins)."""
-    return {r.key: r for r in _records}
 
 
 def load_jsonl(path: str | os.PathLike[str]) -> list[Result]:

@@ -17,10 +17,12 @@ sys.modules["tools_run_summary"] = rs
 _spec.loader.exec_module(rs)  # the run summary a learner hands in: tools/run_summary.py
 
 
-def test_record_in_memory_and_returns_value():
-    v = report.record("unit.speedup", np.float64(2.5), "x")
-    assert v == 2.5
-    r = report.recorded()["unit.speedup"]
+def test_record_returns_the_value_and_writes_it_plain(tmp_path, monkeypatch):
+    monkeypatch.delenv("ACCELKIT_RESULTS", raising=False)
+    assert report.record("unit.speedup", np.float64(2.5), "x") == 2.5  # by hand: nothing written
+    monkeypatch.setenv("ACCELKIT_RESULTS", str(tmp_path / "r.jsonl"))
+    report.record("unit.speedup", np.float64(2.5), "x")
+    (r,) = report.load_jsonl(tmp_path / "r.jsonl")
     assert r.value == 2.5 and isinstance(r.value, float) and r.unit == "x"
 
 
