@@ -1,6 +1,6 @@
 """Command line: ``python -m accelkit {doctor,roofline}``, the learner's commands.
 
-The work is done by :mod:`accelkit.course` (doctor) and :mod:`accelkit.roofline`.  The
+The work is done by :mod:`accelkit.env` (doctor) and :mod:`accelkit.roofline`.  The
 maintainers' commands are in ``tools/``: ``run_notebooks.py`` (``make run``), ``verify.py``
 (``make verify``) and ``compare.py`` (``make compare``).
 """
@@ -34,10 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the accelkit command line; returns the exit status (0 ok, 2 usage)."""
     args = _parser().parse_args(argv)
     if args.cmd == "doctor":
-        from accelkit import course
+        from accelkit import env
 
         try:
-            print(course.doctor(args.hardware, args.notebooks))
+            print(env.doctor(args.hardware, args.notebooks))
         except KeyError as exc:
             print(f"accelkit doctor: {exc.args[0]}", file=sys.stderr)
             return 2

@@ -10,7 +10,7 @@ NVML (``nvidia-ml-py``), never from a CUDA context, so a later fork-based launch
 ``torch.cuda`` is asked only where NVML is absent (ROCm).
 
 Elsewhere: TensorFlow's devices, its quiet import and its device configuration in
-:mod:`accelkit.tf_device`; what a device *can do* (fast bf16/fp16 units, datasheet peaks) in
+:mod:`accelkit.tf`; what a device *can do* (fast bf16/fp16 units, datasheet peaks) in
 the hardware-class table, :mod:`accelkit.hardware`, which probes through this module; the
 devices with their class's ``supports_*`` flags in :func:`accelkit.env.torch_devices`.  This
 module imports neither (no import cycle with :mod:`accelkit.hardware`).
@@ -491,52 +491,3 @@ def onednn_kernels(dtypes: tuple[str, ...] = ("bfloat16", "float32"),
     except (subprocess.SubprocessError, OSError):
         return {}
     return _parse_onednn(done.stdout)
-
-
-def summary() -> dict[str, Any]:
-    """Return a JSON-friendly description of the CPU, the torch devices and the best choice.
-
-    Does not import TensorFlow (see :func:`accelkit.tf_device.tf_devices` for that).
-    """
-    info: dict[str, Any] = {
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "machine": machine(),
-        "cpu": cpu_name(),
-        "cpu_count": cpu_count(),
-        "cpu_features": {k: v for k, v in cpu_features().items() if v},
-        "memory_bytes": system_memory_bytes(),
-        "tpu_attached": has_tpu(),
-    }
-    if importlib.util.find_spec("torch") is not None:
-        import torch
-
-        info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
-        info["torch_devices"] = [d.__dict__ | {} for d in torch_devices()]
-        choice = best_torch_device()
-        info["torch_best"] = {"device": str(choice.device), "reason": choice.reason}
-    return info
-
-
-__all__ = [
-    "DeviceChoice",
-    "DeviceInfo",
-    "DeviceNotAvailableError",
-    "accelerator_name",
-    "best_torch_device",
-    "cpu_count",
-    "cpu_features",
-    "cpu_name",
-    "device_type",
-    "get_torch_device",
-    "has_tpu",
-    "machine",
-    "nvidia_or_rocm_gpus",
-    "nvml_gpus",
-    "onednn_kernels",
-    "summary",
-    "synchronize",
-    "system_memory_bytes",
-    "torch_devices",
-]

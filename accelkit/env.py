@@ -1,14 +1,19 @@
-"""What this machine is: the hardware card, its capabilities, and the hardware-class cards.
+"""What this machine is, what the notebooks need, and ``python -m accelkit doctor``.
 
-Owns the description of the machine only: :func:`hardware_summary` / :func:`hardware_card`
-(a copy-pasteable report of this machine and the library versions), :func:`capabilities`
-(what it has that a notebook may need: bf16 units, NCCL and two GPUs, a compiler ...) and
-:func:`class_card` / :func:`class_list` (every decision the course takes on a hardware class).
+The machine: :func:`hardware_summary` / :func:`hardware_card` (a copy-pasteable report of the
+probes and library versions), :func:`capabilities` (what it has that a notebook may need: bf16
+units, NCCL and two GPUs, a compiler ...) and :func:`class_card` / :func:`class_list` (every
+decision the course takes on a hardware class).  The notebooks: each declares what it needs in
+its own metadata (one source; nothing here lists the notebooks)::
 
-Lives elsewhere: what each notebook needs (its metadata), the matching and the ``doctor``
-report in :mod:`accelkit.course`; the class table in :mod:`accelkit.hardware`; the probes in
-:mod:`accelkit.device`; the run summary in :mod:`accelkit.report`.  Nothing here initialises
-CUDA or imports TensorFlow unless asked (``tf=True``).
+    {"accelkit": {"requires": ["jax"], "needs": {"tpu": "TPU-only cells skip with a message"}}}
+
+``requires``: modules without which it cannot run (``make run`` and ``make verify`` skip it,
+:func:`missing_modules`); ``needs``: keys of :data:`CAPABILITIES` whose absence makes some cells
+skip or fall back (the value says what runs instead).  :func:`check_needs` is the only place
+where a notebook's needs meet a machine; :func:`doctor` is the report.  Elsewhere: the class
+table in :mod:`accelkit.hardware`, the probes in :mod:`accelkit.device`, executing notebooks in
+``tools/run_notebooks.py``.  Nothing here initialises CUDA or imports TensorFlow unless asked.
 """
 
 from __future__ import annotations
@@ -17,11 +22,15 @@ import dataclasses
 import importlib.metadata
 import importlib.util
 import os
+import platform
 import shutil
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from accelkit import device, emulation, hardware, tf_device
+from accelkit import device, hardware
+from accelkit import tf as tf_device
 
 _LIBS = ("accelkit", "torch", "tensorflow", "keras", "numpy", "torch_xla")
 
@@ -52,17 +61,25 @@ def torch_devices() -> list[device.DeviceInfo]:
 
 
 def hardware_summary(tf: bool = False) -> dict[str, Any]:
-    """Return the hardware card as a JSON-friendly dict.
+    """Return the hardware card as a JSON-friendly dict: Python, platform, CPU (name, usable
+    cores, ISA flags), RAM in bytes, TPU, torch's devices (with what each can do) and best
+    device, the hardware class, any emulation, library versions; with ``tf=True`` also
+    TensorFlow's devices (imports TensorFlow)."""
+    info: dict[str, Any] = {
+        "python": sys.version.split()[0], "platform": platform.platform(),
+        "machine": device.machine(), "cpu": device.cpu_name(), "cpu_count": device.cpu_count(),
+        "cpu_features": {k: v for k, v in device.cpu_features().items() if v},
+        "memory_bytes": device.system_memory_bytes(), "tpu_attached": device.has_tpu(),
+        "hardware_class": None}
+    if importlib.util.find_spec("torch") is not None:
+        import torch
 
-    Args:
-        tf: also list TensorFlow's devices (imports TensorFlow).
-    """
-    info = device.summary()
-    if "torch_devices" in info:  # with what each can do, from its hardware class
-        info["torch_devices"] = [dataclasses.asdict(d) for d in torch_devices()]
-    best = info.get("torch_best", {}).get("device")
-    info["hardware_class"] = hardware.for_device(best).name if best else None
-    info["emulated"] = emulation.note()
+        choice = device.best_torch_device()
+        info |= {"torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+                 "torch_devices": [dataclasses.asdict(d) for d in torch_devices()],
+                 "torch_best": {"device": str(choice.device), "reason": choice.reason},
+                 "hardware_class": hardware.for_device(choice.device).name}
+    info["emulated"] = hardware.emulation_note()
     info["libraries"] = library_versions()
     if tf and tf_device.has_tf():
         info["tf_devices"] = [d.name + " " + d.description for d in tf_device.tf_devices()]
@@ -173,8 +190,7 @@ def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:
 
     Uses :func:`hardware_summary` (no TensorFlow import, no CUDA context) and cheap probes:
     ``torch.distributed`` backends, a C++ compiler on ``PATH`` (``torch.compile`` on the CPU),
-    installed packages (``importlib.util.find_spec``).  What each notebook needs is declared
-    in its metadata and matched in :mod:`accelkit.course`.
+    installed packages (``importlib.util.find_spec``).
 
     Args:
         info: a :func:`hardware_summary` dict; default: this machine's.
@@ -259,7 +275,7 @@ def class_card(cls: hardware.HardwareClass, heading: str = "", path: Any = None)
               + (" with LossScaleOptimizer" if cls.keras_policy == "mixed_float16" else ""),
               f"- size profile (auto): {cls.profile}"]
     if cls.sdpa_backends:
-        lines.append(f"- attention: {hardware.sdpa_backend(cls, amp.dtype)}")
+        lines.append(f"- attention: {cls.sdpa_backend(amp.dtype)}")
     if cls.bf16_measured:
         lines.append("- bf16 path: decided on the learner's machine by a short bf16 vs fp32 "
                      "matmul measurement (`ak.precision.amp_path()`), because this class's CPUs "
@@ -276,4 +292,191 @@ def class_card(cls: hardware.HardwareClass, heading: str = "", path: Any = None)
         c = path.claim(name) if path is not None else cls.claim(name)
         floor = "no claim" if c.floor is None else f"≥ {c.floor:g}x"
         lines.append(f"| {what} | {floor} | {c.why} |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the notebooks
+_PATTERN = "[0-9][0-9]_*.ipynb"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One thing a notebook needs to run in full, and whether this machine has it.
+
+    Attributes:
+        notebook: the notebook, e.g. ``"02 mixed precision"``.
+        need: what is needed, e.g. ``"bf16 fast units (CPU AVX512-BF16/AMX or GPU sm_80+)"``.
+        met: whether this machine has it.
+        note: what was found, and what runs instead when it is missing.
+    """
+
+    notebook: str
+    need: str
+    met: bool
+    note: str
+
+
+def find_notebooks(folder: str | os.PathLike[str] = "notebooks") -> list[Path]:
+    """Return the course notebooks in ``folder``, in order (``NN_name.ipynb``).
+
+    Raises:
+        FileNotFoundError: when the folder does not exist or holds no notebook.
+    """
+    root = Path(folder)
+    found = sorted(root.glob(_PATTERN))
+    if not found:
+        raise FileNotFoundError(f"no NN_*.ipynb notebooks in {root.resolve()}")
+    return found
+
+
+def declared(source: str | os.PathLike[str]) -> dict[str, Any]:
+    """Return what a notebook declares in its metadata: ``{"requires": [...], "needs": {...}}``.
+
+    Args:
+        source: the ``.ipynb`` file.
+
+    Returns:
+        ``requires``: a list of module names; ``needs``: ``{capability: what runs instead}``,
+        in the notebook's order.  Both empty when the notebook declares nothing.
+
+    Raises:
+        ValueError: for a capability not in :data:`CAPABILITIES` (lists the known ones) or a
+            malformed declaration.
+    """
+    import nbformat
+
+    meta = nbformat.read(source, as_version=4).metadata.get("accelkit", {})
+    requires, needs = meta.get("requires", []), meta.get("needs", {})
+    if not isinstance(requires, list) or not all(isinstance(m, str) for m in requires) \
+            or not isinstance(needs, dict) or not all(isinstance(v, str) for v in needs.values()):
+        raise ValueError(f"{source}: metadata accelkit.requires must be a list of module names "
+                         "and accelkit.needs a {capability: what runs instead} mapping")
+    unknown = sorted(set(needs) - set(CAPABILITIES))
+    if unknown:
+        raise ValueError(f"{source}: unknown capability {', '.join(unknown)} in metadata "
+                         f"accelkit.needs; known: {', '.join(CAPABILITIES)}")
+    return {"requires": list(requires), "needs": dict(needs)}
+
+
+def missing_modules(source: str | os.PathLike[str]) -> list[str]:
+    """Return the modules a notebook requires (metadata ``accelkit.requires``) that are not importable.
+
+    Notebook 05 requires JAX and Keras; a machine without them skips the notebook instead of
+    failing (TensorFlow is only a need of 05's: its TensorFlow parts skip without it).
+    """
+    return _missing(declared(source)["requires"])
+
+
+def _missing(modules: list[str]) -> list[str]:
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+def _label(path: Path) -> str:
+    return path.stem.replace("_", " ")
+
+
+def check_needs(paths: list[Path], caps: dict[str, Any] | None = None) -> list[Requirement]:
+    """Match each notebook's declared needs against this machine's capabilities.
+
+    Args:
+        paths: the notebooks (:func:`find_notebooks`).
+        caps: :func:`capabilities`' dict; default: this machine's.
+
+    Returns:
+        One :class:`Requirement` per declared module and capability, in notebook order.
+
+    Raises:
+        ValueError: for a malformed declaration (see :func:`declared`).
+    """
+    caps = caps if caps is not None else capabilities()
+    rows: list[Requirement] = []
+    for path in paths:
+        decl = declared(path)
+        missing = _missing(decl["requires"])
+        for mod in decl["requires"]:
+            rows.append(Requirement(_label(path), f"{mod} installed (required)", mod not in missing,
+                                    "installed" if mod not in missing else
+                                    "not installed: make run and make verify skip this notebook"))
+        for name, instead in decl["needs"].items():
+            cap = caps[name]
+            note = cap.found if cap.has or not instead else f"{cap.found}; {instead}"
+            rows.append(Requirement(_label(path), cap.what, cap.has, note))
+    return rows
+
+
+def readiness(rows: list[Requirement]) -> list[str]:
+    """Return one verdict line per notebook from :func:`check_needs`' rows, in notebook order.
+
+    ``ready: runs in full here`` when every need is met; ``ready; falls back where it needs:
+    ...`` naming the unmet needs (what runs instead is in the table above); ``cannot run: ...`` when a
+    required module is missing (``make run`` and ``make verify`` then skip the notebook).
+    """
+    by_nb: dict[str, list[Requirement]] = {}
+    for r in rows:
+        by_nb.setdefault(r.notebook, []).append(r)
+    lines = []
+    for nb, reqs in by_nb.items():
+        missing = [r.need for r in reqs if not r.met and r.need.endswith("(required)")]
+        unmet = [r.need for r in reqs if not r.met and not r.need.endswith("(required)")]
+        verdict = (f"cannot run: {'; '.join(missing)}" if missing else
+                   f"ready; falls back where it needs: {'; '.join(unmet)}" if unmet else
+                   "ready: runs in full here")
+        lines.append(f"- {nb}: {verdict}")
+    return lines
+
+
+def default_folder() -> Path:
+    """Return ``./notebooks`` when it holds notebooks, else the checkout's ``notebooks/`` folder."""
+    here = Path("notebooks")
+    if any(here.glob(_PATTERN)):
+        return here
+    return Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def doctor(hardware_name: str | None = None,
+           notebooks: str | os.PathLike[str] | None = None) -> str:
+    """Return the doctor report: this machine, or the decisions for a named hardware class.
+
+    Used by ``python -m accelkit doctor [--hardware NAME|list]``.  Does not import TensorFlow
+    or initialise CUDA; with ``hardware_name`` it does not probe the device at all.
+
+    Args:
+        hardware_name: ``None`` for this machine (hardware card, notebook requirements, the
+            class and its decisions); ``"list"`` for the table of classes; a class name
+            (``"t4"``) for that class's card and decisions.
+        notebooks: the folder whose notebooks' requirements are checked; default
+            :func:`default_folder`.  Without notebooks the table says so.
+
+    Returns:
+        Markdown text.
+
+    Raises:
+        KeyError: for an unknown class name, listing the known ones.
+        ValueError: for a notebook with a malformed declaration.
+
+    Example: ``print(ak.env.doctor("t4"))``
+    """
+    from accelkit import config, precision
+
+    if hardware_name == "list":
+        return class_list()
+    if hardware_name is not None:
+        return class_card(hardware.get(hardware_name))
+    info = hardware_summary()
+    folder = Path(notebooks) if notebooks is not None else default_folder()
+    lines = [hardware_card_markdown(info), "", "## Notebook requirements", ""]
+    rows: list[Requirement] = []
+    try:
+        rows = check_needs(find_notebooks(folder), capabilities(info))
+    except FileNotFoundError as exc:
+        lines.append(f"{exc} (pass --notebooks FOLDER)")
+    else:
+        lines += ["| notebook | needs | here | note |", "|---|---|---|---|"]
+        lines += [f"| {r.notebook} | {r.need} | {'yes' if r.met else 'no'} | {r.note} |"
+                  for r in rows]
+    lines += ["", f"Size profile: {config.profile()}", "",
+              class_card(hardware.for_device(), heading="## This machine's hardware class",
+                             path=precision.amp_path())]  # a class whose CPUs disagree: measured
+    if rows:  # last, so the end of the output answers "is this machine ready?"
+        lines += ["", "## Ready? (one line per notebook, for this machine)", ""] + readiness(rows)
     return "\n".join(lines)

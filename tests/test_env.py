@@ -1,8 +1,17 @@
-"""accelkit.env: the hardware card and the machine's capabilities, without TensorFlow or CUDA."""
+"""accelkit.env: the hardware card, the machine's capabilities, the notebooks' needs and the doctor report."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
 from accelkit import env
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
 def _info(**over):
@@ -35,6 +44,13 @@ def test_capabilities_follow_the_hardware():
     assert tpu["tpu"].has and tpu["torch_xla"].has and tpu["torch_xla"].found == "torch_xla 2.5"
 
 
+def test_hardware_summary_is_json_friendly():
+    import json
+
+    info = json.loads(json.dumps(env.hardware_summary()))
+    assert info["torch_devices"][-1]["kind"] == "cpu" and info["cpu_count"] >= 1
+
+
 def test_hardware_card_names_cpu_and_libraries():
     card = env.hardware_card_markdown(_info(libraries={"torch": "2.0"}))
     assert card.startswith("## Hardware card") and "Test CPU (2 cores usable)" in card
@@ -55,3 +71,88 @@ def test_class_card_shows_a_measured_bf16_path_only_when_given():
     assert "| bf16 vs fp32 matmul (00, 02) | ≥ 1x |" in mine
     assert "Keras policy: mixed_float16 with LossScaleOptimizer" in env.class_card(
         hardware.get("t4"))
+
+
+def _nb(path, meta=None):
+    nb = nbformat.v4.new_notebook()
+    if meta is not None:
+        nb.metadata["accelkit"] = meta
+    nbformat.write(nb, path)
+    return path
+
+
+def _caps(**has):
+    return {k: env.Capability(k, what, has.get(k, False), f"found {k}")
+            for k, what in env.CAPABILITIES.items()}
+
+
+def test_no_notebooks_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no NN_"):
+        env.find_notebooks(tmp_path)
+
+
+def test_declarations_are_read_and_checked(tmp_path):
+    assert env.declared(_nb(tmp_path / "00_a.ipynb")) == {"requires": [], "needs": {}}
+    path = _nb(tmp_path / "01_b.ipynb", {"requires": ["no_such_module_xyz", "json"],
+                                         "needs": {"tpu": "TPU cells skip"}})
+    assert env.missing_modules(path) == ["no_such_module_xyz"]
+    with pytest.raises(ValueError, match="unknown capability warp_drive"):
+        env.declared(_nb(tmp_path / "02_c.ipynb", {"needs": {"warp_drive": "x"}}))
+    with pytest.raises(ValueError, match="list of module names"):
+        env.declared(_nb(tmp_path / "03_d.ipynb", {"requires": "tensorflow"}))
+
+
+def test_check_matches_needs_against_capabilities(tmp_path):
+    path = _nb(tmp_path / "05_x.ipynb", {"requires": ["no_such_module_xyz"],
+                                         "needs": {"tpu": "TPU cells skip", "gloo": "skip"}})
+    rows = env.check_needs([path], _caps(gloo=True))
+    assert [(r.notebook, r.met) for r in rows] == [("05 x", False), ("05 x", True), ("05 x", False)]
+    assert "make run and make verify skip" in rows[0].note
+    assert rows[1].note == "found gloo", "a capability that is there: what was found"
+    assert rows[2].need == env.CAPABILITIES["tpu"] and rows[2].note == "found tpu; TPU cells skip"
+
+
+def test_every_course_notebook_declares_known_needs():
+    """The metadata is the one source of the doctor's table: every notebook declares its needs."""
+    for path in env.find_notebooks(NOTEBOOKS):
+        assert env.declared(path)["needs"], f"{path.name} declares no accelkit.needs"
+    # 05 runs without TensorFlow (Colab's TPU runtime has none): its TF parts skip, JAX runs
+    assert env.declared(NOTEBOOKS / "05_tpu.ipynb")["requires"] == ["jax", "keras"]
+    assert "tensorflow" in env.declared(NOTEBOOKS / "05_tpu.ipynb")["needs"]
+
+
+def test_doctor_has_card_and_table():
+    text = env.doctor(notebooks=NOTEBOOKS)
+    assert "## Hardware card" in text and "| notebook | needs | here | note |" in text
+    for nb in ("00 device setup", "01 data vs model parallelism", "02 mixed precision", "05 tpu"):
+        assert nb in text
+    assert "Size profile" in text
+    assert "pass --notebooks" in env.doctor(notebooks=NOTEBOOKS / "nowhere")
+
+
+@pytest.mark.slow
+def test_doctor_neither_imports_tensorflow_nor_initialises_cuda():
+    code = ("import sys, accelkit.env as c; c.doctor(); import torch; "
+            "print('tensorflow' in sys.modules, torch.cuda.is_initialized())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_doctor_ends_with_one_readiness_line_per_notebook():
+    text = env.doctor(notebooks=NOTEBOOKS)
+    tail = [line for line in text.split("## Ready?", 1)[1].splitlines()[1:] if line]
+    stems = [p.stem.replace("_", " ") for p in env.find_notebooks(NOTEBOOKS)]
+    assert [line.split(":")[0] for line in tail] == [f"- {s}" for s in stems], tail
+    assert text.rstrip().endswith(tail[-1]), "the verdicts close the report"
+
+
+def test_readiness_verdicts():
+    rows = [env.Requirement("00 a", "a CPU", True, ""),
+            env.Requirement("01 b", "NCCL and >= 2 GPUs", False, ""),
+            env.Requirement("02 c", "tensorflow installed (required)", False, ""),
+            env.Requirement("02 c", "a TPU attached", False, "")]
+    assert env.readiness(rows) == [
+        "- 00 a: ready: runs in full here",
+        "- 01 b: ready; falls back where it needs: NCCL and >= 2 GPUs",
+        "- 02 c: cannot run: tensorflow installed (required)"]

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from accelkit import course, env, hardware, precision
+from accelkit import env, hardware, precision
 
 GPU_FP16_ONLY = ("cuda-pre-volta", "p100", "cuda-volta-turing", "v100", "t4")
 GPU_BF16 = ("cuda-ampere-plus", "a10", "l4", "rtx-4090", "l40s", "a100-40gb", "a100", "h20",
@@ -100,7 +100,7 @@ def test_new_gpu_classes_have_their_own_datasheet(name):
     assert cls.peak("bf16") == bf16 and cls.memory_gib == memory and cls.bandwidth_gbps
     assert hardware.datasheet_tflops(product, "bf16") == bf16
     assert any(w in cls.source for w in ("datasheet", "specifications", "whitepaper"))
-    assert hardware.datasheet_peak(cls, "bf16").tflops == bf16
+    assert cls.datasheet_peak("bf16").tflops == bf16
 
 
 def test_the_two_a100s_are_told_apart_by_name_or_memory():
@@ -128,7 +128,7 @@ def test_an_unknown_gpu_gets_no_peak_instead_of_a_borrowed_one(product, cc, gene
     assert cls.name == generic and not cls.peak_tflops and cls.memory_gib is None
     for dtype in ("fp32", "bf16", "fp16"):
         assert hardware.datasheet_tflops(product, dtype) is None
-        peak = hardware.datasheet_peak(cls, dtype)
+        peak = cls.datasheet_peak(dtype)
         assert peak.tflops is None and "not in accelkit's table" in peak.source
         assert str(peak).startswith("no peak known")
     assert hardware.classify_gpu("AMD Instinct MI250X", None, "rocm").name == "rocm-other"
@@ -136,12 +136,12 @@ def test_an_unknown_gpu_gets_no_peak_instead_of_a_borrowed_one(product, cc, gene
 
 
 def test_datasheet_peak_says_why_there_is_none():
-    assert hardware.datasheet_peak(hardware.get("h200"), torch.bfloat16).tflops == 989.4
-    assert "CPUs have no datasheet" in hardware.datasheet_peak(hardware.get("cpu-avx2"),
+    assert hardware.get("h200").datasheet_peak(torch.bfloat16).tflops == 989.4
+    assert "CPUs have no datasheet" in hardware.get("cpu-avx2").datasheet_peak(
                                                                "fp32").source
-    t4 = hardware.datasheet_peak(hardware.get("t4"), "bf16")
+    t4 = hardware.get("t4").datasheet_peak("bf16")
     assert t4.tflops is None and "lists no dense bf16 peak" in t4.source
-    assert hardware.datasheet_peak(hardware.get("p100"), "fp16").tflops is None  # half2 only
+    assert hardware.get("p100").datasheet_peak("fp16").tflops is None  # half2 only
 
 
 @pytest.mark.parametrize("name, dtype, backend", [
@@ -157,7 +157,7 @@ def test_datasheet_peak_says_why_there_is_none():
 def test_sdpa_backend_per_class(name, dtype, backend):
     from torch.nn.attention import SDPBackend
 
-    choice = hardware.sdpa_backend(hardware.get(name), dtype)
+    choice = hardware.get(name).sdpa_backend(dtype)
     assert choice.backend == backend and choice.order[0] == backend
     assert hasattr(SDPBackend, choice.backend), "a name SDPBackend knows"
     assert choice.order[-1] == "MATH" and name in choice.reason
@@ -165,18 +165,18 @@ def test_sdpa_backend_per_class(name, dtype, backend):
 
 def test_sdpa_cudnn_comes_first_on_hopper_only_with_a_new_cudnn():
     h100 = hardware.get("h100")
-    assert hardware.sdpa_backend(h100, "bf16", cudnn_version=91600).backend == "CUDNN_ATTENTION"
-    old = hardware.sdpa_backend(h100, "bf16", cudnn_version=91002)
+    assert h100.sdpa_backend("bf16", cudnn_version=91600).backend == "CUDNN_ATTENTION"
+    old = h100.sdpa_backend("bf16", cudnn_version=91002)
     assert old.backend == "FLASH_ATTENTION" and "9.15" in old.reason
-    assert "9.15" in hardware.sdpa_backend(h100, "bf16").reason  # unknown: says on what
-    assert "CUDNN_ATTENTION" not in hardware.sdpa_backend(hardware.get("a100"), "bf16").order
-    assert "CPU flash kernel" in hardware.sdpa_backend(hardware.get("cpu-avx2")).reason
+    assert "9.15" in h100.sdpa_backend("bf16").reason  # unknown: says on what
+    assert "CUDNN_ATTENTION" not in hardware.get("a100").sdpa_backend("bf16").order
+    assert "CPU flash kernel" in hardware.get("cpu-avx2").sdpa_backend().reason
 
 
 def test_sdpa_on_this_cpu_runs_the_backend_the_table_names():
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    choice = hardware.sdpa_backend(hardware.for_device("cpu"), "fp32")
+    choice = hardware.for_device("cpu").sdpa_backend("fp32")
     q = torch.randn(1, 2, 16, 8)
     with sdpa_kernel(getattr(SDPBackend, choice.backend)):  # raises if it cannot run here
         torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
@@ -199,7 +199,7 @@ def test_mps_and_tpu():
     assert (mps.device_type, mps.dtype, mps.needs_scaler) == ("mps", torch.float16, True)
     tpu = precision.amp_choice(hw=hardware.get("tpu-v5e"))
     assert (tpu.device_type, tpu.dtype, tpu.needs_scaler) == ("xla", torch.bfloat16, False)
-    assert "XLA" in course.doctor("tpu-v5e") and hardware.get("tpu-v5e").peak_tflops["bf16"] == 197
+    assert "XLA" in env.doctor("tpu-v5e") and hardware.get("tpu-v5e").peak_tflops["bf16"] == 197
 
 
 @pytest.mark.parametrize("feats, machine, expected", [
@@ -301,15 +301,15 @@ def test_tensor_cores_from_sm70_on(name, expected):
 
 
 def test_doctor_hardware_names_the_decisions():
-    t4 = course.doctor("t4")
+    t4 = env.doctor("t4")
     assert "float16, with GradScaler" in t4
     assert "bf16 vs fp32 matmul (00, 02) | no claim" in t4
     for name in ("a100", "h200"):
-        assert "autocast: bfloat16, no GradScaler" in course.doctor(name)
-    avx2 = course.doctor("cpu-avx2")
+        assert "autocast: bfloat16, no GradScaler" in env.doctor(name)
+    avx2 = env.doctor("cpu-avx2")
     assert "bf16 vs fp32 matmul (00, 02) | no claim" in avx2
     assert "ONEDNN_MAX_CPU_ISA=AVX2" in avx2
-    listing = course.doctor("list")
+    listing = env.doctor("list")
     assert all(f"`{name}`" in listing for name in hardware.CLASSES)
 
 
@@ -323,7 +323,7 @@ def test_doctor_hardware_prints_the_new_cards(name, capsys):
     cls = hardware.get(name)
     assert out.startswith(f"## Hardware class: {name}") and cls.title in out
     assert f"Keras policy: {cls.keras_policy}" in out
-    assert "attention: " in out and hardware.sdpa_backend(cls, cls.amp_dtype).backend in out
+    assert "attention: " in out and cls.sdpa_backend(cls.amp_dtype).backend in out
     if cls.peak_tflops:
         assert not cls.bf16_units or f"bf16 {cls.peak('bf16'):g}" in out
         assert f"{cls.memory_gib:g} GB" in out
@@ -348,3 +348,42 @@ def test_no_floor_only_rules_out_a_slowdown_on_a_faster_lesson():
         for n in hardware.CLAIMS:
             why = c.claim(n).why
             assert c.floor(n) is not None or why, (c.name, n)  # an illustration says why
+
+
+def test_emulation_sets_the_instruction_set_caps_once(monkeypatch):
+    monkeypatch.setattr(hardware, "probed_cpu", lambda: hardware.get("cpu-amx"))
+    assert hardware.emulated() is None and hardware.emulation_note() == ""
+    monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-avx2")
+    named, real = hardware.emulated()
+    assert (named.name, real.name) == ("cpu-avx2", "cpu-amx")
+    assert "emulated on a cpu-amx CPU" in hardware.emulation_note()
+    assert "not XLA's CPU code" in hardware.emulation_note() and "the core count" in hardware.emulation_note()
+    env = {}  # never this test process's own environment: TF and torch read it
+    done = hardware.apply_emulation(env)
+    assert done == env and {k: env[k] for k in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")} == {
+        "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert env["TORCHINDUCTOR_CACHE_DIR"].endswith("_isa_avx2"), "a compile cache of its own"
+    assert hardware.apply_emulation(env) == {}  # already set: left alone
+    preset = {"ATEN_CPU_CAPABILITY": "avx512"}  # set by the learner: kept, and the cache follows it
+    hardware.apply_emulation(preset)
+    assert preset["TORCHINDUCTOR_CACHE_DIR"].endswith("_isa_avx512"), preset
+    monkeypatch.setenv(hardware.HARDWARE_ENV, "cpu-amx")  # this CPU's own class: nothing emulated
+    assert hardware.emulated() is None
+    monkeypatch.setenv(hardware.HARDWARE_ENV, "t4")  # a GPU cannot be emulated on a CPU
+    assert hardware.emulated() is None
+
+
+@pytest.mark.slow  # $ACCELKIT_HARDWARE's caps, set once and seen by torch
+def test_emulation_reaches_torch_in_a_fresh_process():
+    import subprocess
+    import sys
+
+    code = ("import torch, accelkit, os; x = torch.ones(4) + 1; "
+            "print(torch.backends.cpu.get_cpu_capability(), os.environ['ONEDNN_MAX_CPU_ISA'])")
+    env = {k: v for k, v in __import__("os").environ.items()
+           if k not in ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=env | {"ACCELKIT_HARDWARE": "cpu-avx2"})
+    if hardware.probed_cpu().name == "cpu-avx2":
+        pytest.skip("this CPU is AVX2-only already")
+    assert out.stdout.split() == ["AVX2", "AVX2"], out.stderr[-2000:]

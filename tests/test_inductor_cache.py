@@ -48,5 +48,5 @@ def test_a_cache_shared_across_capabilities_gives_wrong_values_and_the_switch_av
     assert wrong > 0, (
         "Inductor no longer serves a kernel cached under AVX-512 to an AVX2 process: fixed "
         "upstream in this torch version; the per-class TORCHINDUCTOR_CACHE_DIR in "
-        "accelkit.emulation.apply can go (docs/notes/inductor-cache-vector-isa.md)")
+        "accelkit.hardware.apply_emulation can go (docs/notes/inductor-cache-vector-isa.md)")
     assert switched == 0, "the course's switch avoids it"

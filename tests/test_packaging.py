@@ -145,3 +145,16 @@ def test_claims_data_ships_with_the_package_and_names_only_known_claims():
     # fails if measurement history drifts back into string literals (11.4k characters before
     # it moved to claims.toml; what is left: CLAIMS' descriptions and computed GPU reasons)
     assert literal < 4_000, literal
+
+
+def test_hardware_table_ships_with_the_package():
+    """The hardware classes live in accelkit/hardware.toml (package data), loaded by accelkit.hardware."""
+    from fnmatch import fnmatch
+
+    from accelkit import hardware
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["accelkit"]
+    # fails if a wheel (Colab's non-editable install) would ship without hardware.toml
+    assert any(fnmatch(hardware.DATA_FILE.name, p) for p in patterns)
+    assert hardware.DATA_FILE.parent == ROOT / "accelkit" and hardware.CLASSES

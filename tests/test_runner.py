@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from accelkit import course
+from accelkit import env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,7 +80,7 @@ def test_notebook_requiring_an_absent_package_is_skipped(tmp_path):
     nb = nbformat.read(path, as_version=4)
     nb.metadata["accelkit"] = {"requires": ["no_such_module_xyz", "json"]}
     nbformat.write(nb, path)
-    assert course.missing_modules(path) == ["no_such_module_xyz"]
+    assert env.missing_modules(path) == ["no_such_module_xyz"]
     summary = runner.run_all(nbdir, tmp_path / "build", profile="ci")
     assert summary["notebooks"]["00_needs"] == {"status": "skipped", "wall_s": 0.0,
                                                 "error": "not installed: no_such_module_xyz"}

@@ -12,14 +12,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from accelkit import course
+from accelkit import env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_notebooks as runner  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
-    paths = [Path(a) for a in argv] or course.find_notebooks("notebooks")
+    paths = [Path(a) for a in argv] or env.find_notebooks("notebooks")
     failed = 0
     for path in paths:
         run = runner.execute(path, path, profile="ci", in_place=True, html=False)

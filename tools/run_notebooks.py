@@ -9,7 +9,7 @@ output folder; the notebooks themselves are never written (the output folder may
 notebooks' folder).
 
 Owns executing only.  Lives elsewhere: which notebooks there are and what each requires in
-:mod:`accelkit.course`; the run summary (``results.json``, ``summary.md``) in
+:mod:`accelkit.env`; the run summary (``results.json``, ``summary.md``) in
 :mod:`accelkit.report`; nbval checks in ``tools/verify.py``.
 """
 
@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from accelkit import config, course, report
-from accelkit.explore.ui import MODE_ENV as EXPLORE_ENV
+from accelkit import config, env, report
+from accelkit.explore import MODE_ENV as EXPLORE_ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_summary  # noqa: E402  (tools/run_summary.py)
@@ -135,7 +135,7 @@ def timeout_message(exc: BaseException) -> str:
 
 def _run_one(path: Path, out_dir: Path, profile: config.Profile, timeout_s: float) -> NotebookRun:
     """Execute one notebook of :func:`run_all` into ``out_dir``, or skip it when a module is missing."""
-    missing = course.missing_modules(path)
+    missing = env.missing_modules(path)
     if missing:
         run = NotebookRun(path.stem, "skipped", 0.0, f"not installed: {', '.join(missing)}")
         print(f"[accelkit run] {path.name}: skipped ({run.error})", flush=True)
@@ -174,7 +174,7 @@ def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathL
     """
     prof = profile if isinstance(profile, config.Profile) else config.profile(profile)
     out_dir = Path(out)
-    paths = course.find_notebooks(notebooks)
+    paths = env.find_notebooks(notebooks)
     if only:
         paths = [p for p in paths if any(o in p.stem for o in only)]
         if not paths:

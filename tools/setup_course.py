@@ -24,7 +24,7 @@ the build backend).  ``--dry-run`` prints the commands instead of running them.
 
 Owns: this command line.  Lives elsewhere: the Makefile's targets (the same steps for
 machines with ``make``), the pins (``constraints.txt``), what ``doctor`` and ``run`` do
-(``accelkit/course.py``, ``tools/run_notebooks.py``).
+(``accelkit/env.py``, ``tools/run_notebooks.py``).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accelkit import config, course, hardware, report
+from accelkit import config, env, hardware, report
 from accelkit.report import FORMAT, load_records
 
 _MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
@@ -123,9 +123,7 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
     Raises:
         FileNotFoundError: when there are no notebooks.
     """
-    from accelkit import env
-
-    paths = course.find_notebooks(notebooks)
+    paths = env.find_notebooks(notebooks)
     if only:
         paths = [p for p in paths if any(o in p.stem for o in only)]
     out_dir = Path(out)
@@ -138,7 +136,7 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
     results_file.unlink(missing_ok=True)
     runs: dict[str, Any] = {}
     for path in paths:
-        missing = course.missing_modules(path)
+        missing = env.missing_modules(path)
         if missing:
             runs[path.stem] = {"status": "skipped", "reason": f"not installed: {', '.join(missing)}"}
         else:
@@ -206,10 +204,10 @@ def notebook_result_keys(notebooks: str | os.PathLike[str] = "notebooks") -> dic
     Reads the code cells of ``NN_*.ipynb`` for ``ak.report.record("key", value, "unit")``.
 
     Raises:
-        FileNotFoundError: when there are no notebooks (:func:`accelkit.course.find_notebooks`).
+        FileNotFoundError: when there are no notebooks (:func:`accelkit.env.find_notebooks`).
     """
     keys: dict[str, str | None] = {}
-    for path in course.find_notebooks(notebooks):
+    for path in env.find_notebooks(notebooks):
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             if cell["cell_type"] == "code":
                 keys.update(_recorded_in("".join(cell["source"])))
