@@ -45,11 +45,12 @@ def test_amp_on_mps_is_fp16_autocast_with_an_enabled_grad_scaler(mac):
     amp = precision.amp_choice("mps")
     assert (amp.device_type, amp.dtype, amp.needs_scaler, amp.native) == (
         "mps", torch.float16, True, True)
-    ctx = precision.autocast("mps")
-    assert (ctx.device, ctx.fast_dtype) == ("mps", torch.float16)
-    scaler = precision.grad_scaler("mps")
-    assert scaler._device == "mps" and scaler.is_enabled()
-    assert not precision.grad_scaler("mps", torch.bfloat16).is_enabled(), "bf16 needs no scaler"
+    lin = torch.nn.Linear(4, 1)  # built, not run: the fixture fakes the Mac
+    step = precision.make_step(lin, torch.optim.SGD(lin.parameters()), "mps", amp.dtype)
+    assert (step.autocast.device, step.autocast.fast_dtype) == ("mps", torch.float16)
+    assert step.scaler._device == "mps" and step.scaler.is_enabled()
+    bf16 = precision.make_step(lin, torch.optim.SGD(lin.parameters()), "mps", torch.bfloat16)
+    assert not bf16.scaler.is_enabled(), "bf16 needs no scaler"
 
 
 def test_synchronize_waits_for_the_mps_queue(mac, monkeypatch):

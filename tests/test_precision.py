@@ -1,4 +1,4 @@
-"""accelkit.precision: formats, AMP choice.  Dtype tracing is tested in test_dtype_trace.py."""
+"""accelkit.precision: formats, AMP choice and path, make_step.  Dtype tracing: test_dtypes.py."""
 
 import math
 
@@ -13,67 +13,71 @@ from accelkit import precision
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_ieee_formula_matches_torch_finfo(dtype):
     """The formula used for tf32 must reproduce finfo for the formats finfo knows."""
-    fmt = precision.float_format(dtype)
-    lim = precision.ieee_limits(fmt.exponent_bits, fmt.mantissa_bits)
+    (fmt,) = precision.float_formats(dtype).values()
     fi = torch.finfo(dtype)
-    assert lim["max"] == fi.max
-    assert lim["smallest_normal"] == fi.smallest_normal
-    assert lim["eps"] == fi.eps
-    assert lim["smallest_subnormal"] == fmt.smallest_subnormal
+    assert (fmt.bits, fmt.mantissa_bits) == (fi.bits, -math.log2(fi.eps))
+    assert (fmt.max, fmt.smallest_normal, fmt.eps) == (fi.max, fi.smallest_normal, fi.eps)
+    assert fmt.smallest_subnormal == fi.smallest_normal * fi.eps  # one ulp above 0
+    assert torch.tensor(fmt.smallest_subnormal, dtype=dtype) > 0
+    assert torch.tensor(fmt.smallest_subnormal / 2, dtype=dtype) == 0  # half of it: 0
 
 
 def test_float_format_values_and_aliases():
-    fp16 = precision.float_format("fp16")
+    fp16 = precision.float_formats("fp16")["fp16"]
     assert (fp16.name, fp16.bits, fp16.max, fp16.smallest_normal) == ("float16", 16, 65504.0,
                                                                        2.0**-14)
     assert fp16.smallest_subnormal == 2.0**-24
-    assert precision.float_format("half") == fp16
-    tf32 = precision.float_format("tf32")
+    assert precision.float_formats("half") == {"fp16": fp16}
+    tf32 = precision.float_formats("tf32")["tf32"]
     assert (tf32.exponent_bits, tf32.mantissa_bits, tf32.eps) == (8, 10, 2.0**-10)
     assert tf32.smallest_normal == torch.finfo(torch.float32).smallest_normal
     assert tf32.max == (2 - 2.0**-10) * 2.0**127
-    bf16 = precision.float_format(torch.bfloat16)
-    assert bf16.range_decades == pytest.approx(precision.float_format("fp32").range_decades,
-                                               rel=1e-2)
+    bf16, fp32 = precision.float_formats(torch.bfloat16, "fp32").values()
+    assert bf16.range_decades == pytest.approx(fp32.range_decades, rel=1e-2)
     assert bf16.decimal_digits == pytest.approx(8 * math.log10(2))
     assert bf16.short == "bf16"
 
 
 def test_unknown_format_raises():
     with pytest.raises(ValueError, match="unknown float format"):
-        precision.float_format("fp8")
-    with pytest.raises(ValueError):
-        precision.ieee_limits(1, 3)
+        precision.float_formats("fp8")
 
 
 def test_format_table_lists_every_format():
-    text = precision.format_table()
-    for short in ("fp32", "tf32", "fp16", "bf16"):
+    fmts = precision.float_formats()
+    assert list(fmts) == ["fp32", "tf32", "fp16", "bf16"]
+    text = fmts.markdown()
+    for short in fmts:
         assert f"| {short} |" in text
     assert "65504" in text.replace("6.55e+04", "65504")
+
+
+TF32 = precision.float_formats("tf32")["tf32"]
 
 
 def test_round_to_tf32_is_round_to_nearest_even():
     x = torch.tensor([1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-10, -(1 + 3 * 2.0**-11),
                       1 + 2.0**-11 + 2.0**-20])
-    got = precision.round_to(x, "tf32").tolist()
+    got = TF32.round(x).tolist()
     assert got == [1.0, 1 + 2 * 2.0**-10, 1 + 2.0**-10, -(1 + 2 * 2.0**-10), 1 + 2.0**-10]
 
 
 def test_round_to_keeps_specials_and_shape():
     x = torch.tensor([[float("inf"), float("-inf")], [float("nan"), 0.0]])
-    out = precision.round_to(x, "tf32")
+    out = TF32.round(x)
     assert out.shape == x.shape
     assert out[0, 0] == float("inf") and out[0, 1] == float("-inf") and out[1, 0].isnan()
 
 
 def test_round_to_fp16_underflows_bf16_does_not():
     tiny = torch.tensor([1e-8])
-    assert precision.round_to(tiny, "fp16").item() == 0.0
-    assert precision.round_to(tiny, "bf16").item() == pytest.approx(1e-8, rel=1e-2)
-    assert precision.round_to(torch.tensor([70000.0]), "fp16").item() == float("inf")
+    fmts = precision.float_formats()
+    assert fmts["fp16"].round(tiny).item() == 0.0
+    assert fmts["bf16"].round(tiny).item() == pytest.approx(1e-8, rel=1e-2)
+    assert fmts["fp16"].round(torch.tensor([70000.0])).item() == float("inf")
+    assert torch.equal(fmts["fp32"].round(tiny), tiny)
     with pytest.raises(TypeError):
-        precision.round_to(torch.tensor([1.0], dtype=torch.float64), "fp16")
+        fmts["fp16"].round(torch.tensor([1.0], dtype=torch.float64))
 
 
 # ----------------------------------------------------------------------------- AMP choice
@@ -94,17 +98,6 @@ def test_amp_choice_fp16_needs_a_scaler():
     assert choice.dtype == torch.float16 and choice.needs_scaler
     with pytest.raises(ValueError, match="bfloat16 or float16"):
         precision.amp_choice("cpu", torch.float32)
-
-
-def test_autocast_and_grad_scaler():
-    lin = nn.Linear(4, 4)
-    with precision.autocast("cpu"):
-        assert lin(torch.randn(2, 4)).dtype == torch.bfloat16
-    with precision.autocast("cpu", enabled=False):
-        assert lin(torch.randn(2, 4)).dtype == torch.float32
-    assert not precision.grad_scaler("cpu", torch.bfloat16).is_enabled()
-    scaler = precision.grad_scaler("cpu", torch.float16, init_scale=2.0**10)
-    assert scaler.is_enabled() and scaler.get_scale() == 2.0**10
 
 
 # ----------------------------------------------------------------------------- make_step
@@ -149,7 +142,7 @@ def test_make_step_rejects_a_disabled_scaler_for_fp16_and_keeps_a_given_one():
     with pytest.raises(ValueError, match="enabled GradScaler"):
         precision.make_step(lin, opt, "cpu", torch.float16,
                             scaler=torch.amp.GradScaler("cpu", enabled=False))
-    mine = precision.grad_scaler("cpu", torch.float16, init_scale=2.0**12)
+    mine = torch.amp.GradScaler("cpu", init_scale=2.0**12)
     assert precision.make_step(lin, opt, "cpu", torch.float16, scaler=mine).scaler is mine
 
 
@@ -159,66 +152,9 @@ def test_make_step_fp32_baseline_runs_without_autocast():
     with step.autocast:
         assert lin(x).dtype == torch.float32
     assert step.dtype is None
-
-
-# ----------------------------------------------------------------------------- TF32
-class _FakeTF:
-    """Just the TF32 switch of ``tf.config.experimental``."""
-
-    def __init__(self):
-        self.tf32 = True  # TensorFlow's default
-        exp = type("exp", (), {})()
-        exp.enable_tensor_float_32_execution = lambda on: setattr(self, "tf32", on)
-        exp.tensor_float_32_execution_enabled = lambda: self.tf32
-        self.config = type("config", (), {"experimental": exp})()
-
-
-def test_set_fp32_precision_sets_both_frameworks():
-    before = (torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision)
-    tf = _FakeTF()
-    try:
-        precision.set_fp32_precision("ieee", tf=tf)
-        assert precision.fp32_precision(tf) == {"torch matmul": "ieee", "torch conv": "ieee",
-                                                "tf": "ieee"}
-        precision.set_fp32_precision("tf32", tf=tf)
-        assert precision.fp32_precision(tf) == {"torch matmul": "tf32", "torch conv": "tf32",
-                                                "tf": "tf32"}
-        with pytest.raises(ValueError, match="ieee"):
-            precision.set_fp32_precision("highest")
-    finally:
-        torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.conv.fp32_precision = before
-
-
-# ----------------------------------------------------------------------------- plan_run
-def test_plan_run_skips_a_slow_job_only_without_units():
-    from accelkit import hardware
-
-    avx2, amx, mps = (hardware.get(n) for n in ("cpu-avx2", "cpu-amx", "apple-mps"))
-    slow = precision.plan_run("bf16 training", predicted_s=300.0, budget_s=20, hw=avx2,
-                              dtype=torch.bfloat16, measured="6 s / 0.02x")
-    assert not slow.run and "300 s" in slow.reason and "no bf16 units" in slow.reason
-    assert "6 s / 0.02x" in str(slow) and slow.predicted_s == 300.0
-    assert precision.plan_run("x", predicted_s=5.0, budget_s=20, hw=avx2, dtype="bf16").run
-    native = precision.plan_run("x", predicted_s=300.0, budget_s=20, hw=amx, dtype="bf16")
-    assert native.run and "over the budget" in native.reason, "native units: run, say it is long"
-    # Apple MPS (faked: the class only, no device): fp16 is native there, bf16 is not
-    assert precision.plan_run("x", predicted_s=300.0, budget_s=20, hw=mps, dtype="fp16").run
-    assert not precision.plan_run("x", predicted_s=300.0, budget_s=20, hw=mps, dtype="bf16").run
-
-
-def test_plan_run_skips_a_failing_job_and_validates():
-    from accelkit import hardware
-
-    failed = precision.plan_run("Keras mixed_bfloat16", predicted_s=None, budget_s=10,
-                                hw=hardware.get("cpu-amx"), dtype="bf16",
-                                error="InvalidArgumentError: no kernel")
-    assert not failed.run and failed.predicted_s is None and "no kernel" in failed.reason
-    with pytest.raises(ValueError, match="budget_s"):
-        precision.plan_run("x", predicted_s=1.0, budget_s=0, hw=hardware.get("cpu-avx2"),
-                           dtype="bf16")
-    with pytest.raises(ValueError):
-        precision.plan_run("x", predicted_s=None, budget_s=5, hw=hardware.get("cpu-avx2"),
-                           dtype="bf16")
+    amp = precision.make_step(lin, opt, "cpu", torch.bfloat16)
+    with amp.autocast:
+        assert lin(x).dtype == torch.bfloat16
 
 
 @pytest.mark.parametrize("name", ["cpu-avx2", "cpu-avx512"])
@@ -308,6 +244,7 @@ def test_amp_path_uniform_classes_decide_without_measuring(monkeypatch):
         cls = hardware.get(name)
         path = precision.amp_path(hw=cls, probe=probe)
         assert (path.use, path.decided_by) == (use, "class"), name
+        assert vars(precision.amp_choice(hw=cls)).items() <= vars(path).items(), name
         assert path.floor("bf16_matmul") == cls.floor("bf16_matmul")
         assert path.floor("gpt_amp") == cls.floor("gpt_amp")
     assert not calls, "a uniform class must not be measured"
