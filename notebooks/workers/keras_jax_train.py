@@ -7,8 +7,8 @@ TensorFlow's Keras cannot switch; so notebook 05 runs this script as its own pro
     python keras_jax_train.py --devices 8 --epochs 5 --out result.json
 
 It splits the host CPU into ``--devices`` emulated JAX devices (on a TPU: all chips; see
-``ak.jax_mesh.choose_mesh``), then trains ``ak.models.keras_mlp`` (compiled by
-``ak.models.compile_keras``: Adam, cross-entropy) from the same seed three ways: one device in
+``ak.sharding.choose_mesh``), then trains ``ak.models.keras_mlp`` (Adam, cross-entropy)
+from the same seed three ways: one device in
 float32; ``keras.distribution.DataParallel`` in float32 (batch split over all devices, weights
 replicated); and ``ModelParallel`` with a ``LayoutMap`` (each Dense kernel split over the
 mesh's ``model`` axis, the batch over ``batch``) under ``mixed_bfloat16``, as on a TPU.  The
@@ -93,7 +93,8 @@ def train(keras, dist, policy: str, data, args) -> dict:
     with dist.scope() if dist is not None else contextlib.nullcontext():
         mlp = ak.models.keras_mlp()
         model = keras.Sequential([keras.Input((64,)), batch_probe(keras, seen), *mlp.layers])
-        model = ak.models.compile_keras(model, args.lr)
+        model.compile(optimizer=keras.optimizers.Adam(args.lr), metrics=["accuracy"],
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         history = model.fit(x_tr, y_tr, batch_size=args.batch, epochs=args.epochs, verbose=0)
         scores = model.evaluate(x_te, y_te, sample_weight=w_te, batch_size=len(x_te),
                                 verbose=0, return_dict=True)
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mp-policy", default="mixed_bfloat16", help="ModelParallel's dtype policy")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    choice = ak.jax_mesh.choose_mesh(cpu_devices=args.devices)  # before JAX's first operation
+    choice = ak.sharding.choose_mesh(cpu_devices=args.devices)  # before JAX's first operation
     import keras
 
     print(f"Keras {keras.__version__} on {keras.backend.backend()}, {choice.n} {choice.platform} "
