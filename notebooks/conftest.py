@@ -1,7 +1,7 @@
 """nbval (``pytest --nbval-lax notebooks/...``): the kernels it starts inherit this environment.
 
 No front end opens the widgets' comms under nbval, so the explorers (:mod:`accelkit.explore`)
-draw their static figure: ``$ACCELKIT_EXPLORE=static`` (see :mod:`accelkit.explore.ui`).
+draw their static figure: ``$ACCELKIT_EXPLORE=static`` (see :func:`accelkit.explore.is_interactive`).
 """
 
 import os

@@ -1,5 +1,6 @@
 """accelkit.explore: each explorer's numbers and figure equal the course's model; the mode rule;
-the static fallback; the widgets re-render when a control moves."""
+the static fallback (also as a notebook cell's last expression); the widgets re-render when a
+control moves."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 import accelkit as ak
-from accelkit import gpt, hardware, memory, pipeline_model
-from accelkit.explore import memory_view, mfu_view, pipeline_view, roofline_view, ui
+from accelkit import comm, explore, gpt, hardware, memory
 from accelkit.roofline import Roofline
 
 ROOF = Roofline({"fp32": 0.2, "bf16": 0.4}, 10.0, device="cpu", profile="ci")
@@ -23,21 +23,21 @@ MLP = dict(n_params=1_126_410, world_size=2, batch=256, widths=[64, 1024, 1024, 
 
 @pytest.fixture(autouse=True)
 def _static_and_closed(monkeypatch):
-    monkeypatch.setenv(ui.MODE_ENV, "static")
+    monkeypatch.setenv(explore.MODE_ENV, "static")
     yield
     plt.close("all")
 
 
 # ----------------------------------------------------------------------------- the mode rule
 def test_mode_rule(monkeypatch):
-    assert not ui.is_interactive()  # static by the environment
-    monkeypatch.setenv(ui.MODE_ENV, "auto")
-    assert not ui.is_interactive()  # no IPython kernel in pytest
-    monkeypatch.setenv(ui.MODE_ENV, "interactive")
-    assert ui.is_interactive()  # ipywidgets is pinned in constraints.txt
-    monkeypatch.setenv(ui.MODE_ENV, "sometimes")
+    assert not explore.is_interactive()  # static by the environment
+    monkeypatch.setenv(explore.MODE_ENV, "auto")
+    assert not explore.is_interactive()  # no IPython kernel in pytest
+    monkeypatch.setenv(explore.MODE_ENV, "interactive")
+    assert explore.is_interactive()  # ipywidgets is pinned in constraints.txt
+    monkeypatch.setenv(explore.MODE_ENV, "sometimes")
     with pytest.raises(ValueError, match="ACCELKIT_EXPLORE"):
-        ui.is_interactive()
+        explore.is_interactive()
 
 
 def test_runner_and_nbval_force_the_static_fallback():
@@ -49,13 +49,13 @@ def test_runner_and_nbval_force_the_static_fallback():
     runner = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = runner  # its dataclasses look their module up while it loads
     spec.loader.exec_module(runner)
-    assert runner.EXPLORE_ENV == ui.MODE_ENV
+    assert runner.EXPLORE_ENV == explore.MODE_ENV
     conftest = (Path(__file__).parents[1] / "notebooks" / "conftest.py").read_text()
-    assert f'"{ui.MODE_ENV}", "static"' in conftest
+    assert f'"{explore.MODE_ENV}", "static"' in conftest
 
 
 def test_settings_print_as_a_call_that_reproduces_them():
-    code = ui.as_code("memory", {"n_params": 10, "strategy": "zero3", "bus": 0.123456789,
+    code = explore.as_code("memory", {"n_params": 10, "strategy": "zero3", "bus": 0.123456789,
                                  "measured": {1: 0.5112072229}, "widths": [64, 10],
                                  "roof": ROOF}, names={"roof": "roof"})
     assert code == ("ak.explore.memory(n_params=10, strategy='zero3', bus=0.123457, "
@@ -64,7 +64,7 @@ def test_settings_print_as_a_call_that_reproduces_them():
 
 # ----------------------------------------------------------------------------- memory
 def test_memory_numbers_are_the_memory_model():
-    view = memory_view.compute(**MLP, strategy="zero3", device="h100")
+    view = explore.memory(**MLP, strategy="zero3", device="h100")
     act = memory.mlp_activation_bytes(256, [64, 1024, 1024, 10])
     want = memory.table(1_126_410, 2, [s for s in memory.STRATEGIES if s != "single"],
                         optimizer="adam", activation_bytes=act)
@@ -77,46 +77,57 @@ def test_memory_numbers_are_the_memory_model():
 
 
 def test_memory_bars_are_the_parts_and_fits_follows_the_device():
-    view = memory_view.compute(7_000_000_000, strategy="dp", world_size=8,
-                               precision="bf16 mixed (fp32 master)", device="h100")
+    view = explore.memory(7_000_000_000, strategy="dp", world_size=8,
+                          precision="bf16 mixed (fp32 master)", device="h100")
     assert view.peak is None and not view.fits  # 16 bytes/parameter: 104 GiB on 80 GiB
     want = memory.per_device(7_000_000_000, "zero3", 8, param_bytes=2, master_bytes=4)
-    assert memory_view.compute(7_000_000_000, strategy="zero3", world_size=8,
-                               precision="bf16 mixed (fp32 master)", device="h100").fits == \
+    assert explore.memory(7_000_000_000, strategy="zero3", world_size=8,
+                          precision="bf16 mixed (fp32 master)", device="h100").fits == \
         want.fits(80 * 2**30) is True
-    ax = memory_view.draw(view, "h100").axes[0]
+    ax = view.draw().axes[0]
     heights = [[p.get_height() for p in c] for c in ax.containers]  # one container per part
     for i, e in enumerate(view.estimates):
         got = [h[i] * 2**30 for h in heights[:4]]
         assert got == pytest.approx([e.params_bytes, e.grads_bytes, e.optimizer_bytes,
                                      e.activations_bytes])
     with pytest.raises(ValueError):
-        memory_view.compute(10, strategy="single", world_size=4)
+        explore.memory(10, strategy="single", world_size=4)
     with pytest.raises(ValueError):
-        memory_view.device_bytes("cpu-avx2")
+        explore.device_bytes("cpu-avx2")
 
 
 def test_memory_peak_bar_is_the_peak_model():
-    view = memory_view.compute(**MLP, strategy="dp")
-    ax = memory_view.draw(view, memory_view.THIS_MACHINE).axes[0]
+    view = explore.memory(**MLP, strategy="dp")
+    ax = view.draw().axes[0]
     total = sum(c[-1].get_height() for c in ax.containers)  # the last bar: the peak
     assert total * 2**20 == pytest.approx(view.peak.total_bytes)
 
 
 # ----------------------------------------------------------------------------- roofline
 def test_roofline_numbers_are_the_roofline():
-    mm = roofline_view.compute(ROOF, op="matmul", size=512, dtype="fp32")
+    mm = explore.roofline(ROOF, op="matmul", size=512, dtype="fp32")
     assert mm.intensity == pytest.approx(512 / 6)
     assert mm.attainable_tflops == ROOF.attainable_tflops(512 / 6, "fp32") == 0.2
     assert mm.predicted_s == pytest.approx(2 * 512**3 / 0.2e12) and mm.bound == "compute"
-    add = roofline_view.compute(ROOF, op="add", size=2**20, dtype="bf16")
+    add = explore.roofline(ROOF, op="add", size=2**20, dtype="bf16")
     assert add.intensity == pytest.approx(1 / 6) and add.bound == "memory"  # 2-byte elements
     assert add.predicted_s == pytest.approx(3 * 2**20 * 2 / 10e9)
-    fig = roofline_view.draw(ROOF, mm)
+    fig = mm.draw()
     star = next(ln for ln in fig.axes[0].lines if ln.get_gid() == "explore-point")
     assert (star.get_xdata()[0], star.get_ydata()[0]) == (mm.intensity, mm.attainable_tflops)
     with pytest.raises(ValueError):
-        roofline_view.compute(ROOF, dtype="fp16")  # not measured on this roof
+        explore.roofline(ROOF, dtype="fp16")  # not measured on this roof
+
+
+def test_roofline_counts_bytes_as_the_placed_kernels():
+    # fails if the explorer counts bytes another way than roof.traffic (notebook 00's points):
+    # with write-allocate a 512 matmul is 2·512/16 = 64 FLOP/B, not 2·512/12 = 85.3
+    wa = Roofline({"fp32": 0.2}, 10.0, device="cpu", write_allocate=True)
+    n = 512
+    placed = wa.place(ak.bench.Timing("mm", (1e-3,), flops=2 * n**3,
+                                      bytes_moved=wa.traffic(2 * n * n * 4, n * n * 4)))
+    assert explore.roofline(wa, size=n).intensity == pytest.approx(placed.intensity) == 64
+    assert explore.roofline(wa, op="add", size=n).bytes_moved == wa.traffic(8 * n, 4 * n)
 
 
 def test_roofline_place_uses_the_same_bound():
@@ -126,13 +137,13 @@ def test_roofline_place_uses_the_same_bound():
 
 # ----------------------------------------------------------------------------- pipeline
 def test_pipeline_numbers_are_the_pipeline_model():
-    v = pipeline_view.compute(4, 12)
-    assert v.bubble == pipeline_model.bubble_fraction(4, 12) == pytest.approx(0.2)
-    fig = pipeline_view.draw(v, measured={1: 0.7, 12: 0.25})
+    v = explore.pipeline(4, 12)
+    assert v.bubble == comm.bubble_fraction(4, 12) == pytest.approx(0.2)
+    fig = explore.pipeline(4, 12, measured={1: 0.7, 12: 0.25}).draw()
     assert len(fig.axes[0].collections) == 2 * 4 * 12  # one box per forward/backward slot
     curve = next(ln for ln in fig.axes[1].lines if ln.get_gid() == "explore-bubble")
     for m, b in zip(curve.get_xdata(), curve.get_ydata()):
-        assert b == pytest.approx(pipeline_model.bubble_fraction(4, int(m)))
+        assert b == pytest.approx(comm.bubble_fraction(4, int(m)))
 
 
 # ----------------------------------------------------------------------------- MFU
@@ -141,24 +152,24 @@ def test_mfu_numbers_are_the_gpt_model():
     model = gpt.GPT(cfg)
     n = gpt.n_params(model)
     blocks = sum(p.numel() for p in model.blocks.parameters())
-    v = mfu_view.compute(n_layer=2, n_head=4, n_embd=128, seq_len=64, tokens_per_s=5e4,
-                         peak_tflops=0.5, checkpoint=True)
+    v = explore.mfu(n_layer=2, n_head=4, n_embd=128, seq_len=64, tokens_per_s=5e4,
+                    peak_tflops=0.5, checkpoint=True)
     assert v.n_params == n  # the meta-device count equals a real model's
     assert v.mfu == gpt.mfu(5e4, gpt.flops_per_token(cfg, n), 0.5)
     assert v.hfu == gpt.mfu(5e4, gpt.flops_per_token(cfg, n)
                             + gpt.recompute_flops_per_token(cfg, blocks), 0.5)
-    h100 = mfu_view.compute(n_layer=2, n_head=4, n_embd=128, seq_len=64, tokens_per_s=5e4,
-                            peak_tflops=0.5, peak="h100 bf16")
+    h100 = explore.mfu(n_layer=2, n_head=4, n_embd=128, seq_len=64, tokens_per_s=5e4,
+                       peak_tflops=0.5, peak="h100 bf16")
     assert h100.peak_tflops == hardware.get("h100").peak_tflops["bf16"]
     assert h100.hfu == h100.mfu  # no checkpointing: nothing recomputed
-    widths = [p.get_width() for p in mfu_view.draw(v).axes[0].patches]
+    widths = [p.get_width() for p in v.draw().axes[0].patches]
     assert widths == pytest.approx([100 * v.mfu, 100 * v.hfu])
 
 
 # ----------------------------------------------------------------------------- front end
 def test_static_fallback_draws_and_prints_the_call(capsys):
-    ak.explore.memory(**MLP, strategy="zero3")
-    ak.explore.pipeline(2, 4)
+    ak.explore.memory(**MLP, strategy="zero3").show()
+    ak.explore.pipeline(2, 4)._ipython_display_()  # a notebook cell's last expression
     out = capsys.readouterr().out
     assert "ZeRO-3/FSDP on N = 2" in out and "ak.explore.memory(n_params=1126410" in out
     assert "ak.explore.pipeline(stages=2, microbatches=4, measured=None)" in out
@@ -169,13 +180,13 @@ def test_widgets_rerender_when_a_control_moves(monkeypatch):
     import IPython.display
 
     shown = []
-    monkeypatch.setenv(ui.MODE_ENV, "interactive")
+    monkeypatch.setenv(explore.MODE_ENV, "interactive")
     monkeypatch.setattr(IPython.display, "display", shown.append)
-    ak.explore.memory(**MLP, strategy="zero3")
+    ak.explore.memory(**MLP, strategy="zero3").show()
     (root,) = shown
     controls, readout, _ = root.children
     slider = next(c for c in controls.children if c.description == "devices N")
-    assert "N = 2:" in readout.value and ui.READOUT_CLASS in readout._dom_classes
+    assert "N = 2:" in readout.value and explore.READOUT_CLASS in readout._dom_classes
     slider.value = 8
     want = memory.per_device(1_126_410, "zero3", 8,
                              activation_bytes=memory.mlp_activation_bytes(256, [64, 1024, 1024, 10]))
@@ -198,7 +209,7 @@ def test_memory_explorer_in_a_real_browser(tmp_path, playwright_python):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     seen = json.loads((tmp_path / "browser_check.json").read_text())
     for n, text in ((2, seen["readout_before"]), (8, seen["readout_after"])):
-        view = memory_view.compute(1_126_410, strategy="zero3", world_size=n, batch=128,
+        view = explore.memory(1_126_410, strategy="zero3", world_size=n, batch=128,
                                    widths=[64, 1024, 1024, 10], largest_param=1024 * 1024)
         # fails when the page shows another number than the model's for this N
         assert f"N = {n}: steady {view.chosen.total_bytes / 2**20:.3g} MiB" in text, text

@@ -13,8 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from accelkit import bench, plot
-from accelkit.explore import memory_view, mfu_view, pipeline_view, roofline_view
+from accelkit import bench, explore, plot
 from accelkit.roofline import Roofline
 
 ROOF = Roofline({"fp32": 0.21, "bf16": 0.37}, 9.5, device="cpu", device_name="Xeon", profile="ci")
@@ -49,17 +48,14 @@ def _explorer_figures():
     mem = dict(n_params=1_126_410, world_size=2, batch=256, widths=[64, 1024, 1024, 10],
                largest_param=1024 * 1024)
     return {
-        "roofline": lambda: roofline_view.draw(
-            ROOF, roofline_view.compute(ROOF, op="matmul", size=512)),
-        "memory": lambda: memory_view.draw(memory_view.compute(**mem, strategy="dp"), "h100"),
-        "memory 7B": lambda: memory_view.draw(memory_view.compute(
-            7_000_000_000, strategy="zero3", world_size=8, device="h100"), "h100"),
-        "pipeline": lambda: pipeline_view.draw(pipeline_view.compute(2, 4),
-                                               {1: 0.43, 2: 0.36, 4: 0.32, 8: 0.36}),
-        "pipeline 8x32": lambda: pipeline_view.draw(pipeline_view.compute(8, 32)),
-        "mfu": lambda: mfu_view.draw(mfu_view.compute(
-            n_layer=2, n_head=4, n_embd=128, seq_len=256, tokens_per_s=2e4, peak_tflops=0.5,
-            checkpoint=True)),
+        "roofline": lambda: explore.roofline(ROOF, op="matmul", size=512).draw(),
+        "memory": lambda: explore.memory(**mem, strategy="dp", device="h100").draw(),
+        "memory 7B": lambda: explore.memory(7_000_000_000, strategy="zero3", world_size=8,
+                                            device="h100").draw(),
+        "pipeline": lambda: explore.pipeline(2, 4, measured={1: 0.43, 2: 0.36, 4: 0.32, 8: 0.36}).draw(),
+        "pipeline 8x32": lambda: explore.pipeline(8, 32).draw(),
+        "mfu": lambda: explore.mfu(n_layer=2, n_head=4, n_embd=128, seq_len=256, tokens_per_s=2e4,
+                                   peak_tflops=0.5, checkpoint=True).draw(),
     }
 
 
