@@ -1,16 +1,12 @@
-"""Operator fusion: count the bytes each version must move, predict, then check with a clock.
+"""Operator fusion: the bytes an AdamW step moves, and what ``torch.compile`` really did.
 
-An elementwise op does a few FLOPs per element and moves every element through memory, so
-a chain of them is memory-bound: eager mode runs one kernel per op, each reading its inputs
-from memory and writing its result back; a fused kernel reads the inputs once and writes the
-output once.  On a bandwidth-bound machine the time is ``bytes / bandwidth``, so
+An elementwise op does a few FLOPs per element and moves every element through memory, so a
+chain of them is memory-bound: eager mode runs one kernel per op, each reading its inputs from
+memory and writing its result back; a fused kernel reads the inputs once and writes the output
+once.  On a bandwidth-bound machine the time is ``bytes / bandwidth``, so the predicted speedup
+is eager bytes / fused bytes (Williams et al., CACM 2009).
 
-    predicted speedup = eager bytes / fused bytes            (Williams et al., CACM 2009)
-
-* :func:`chain_bytes` counts the bytes of a sequence of elementwise kernels;
-  :func:`predict_fusion` turns eager/fused bytes and a bandwidth into times and a speedup.
-* :func:`adamw_step_bytes` does the same for one AdamW step (for-loop/foreach/fused).
-* :func:`break_even_calls`: after how many calls compiling has paid for itself.
+* :func:`adamw_step_bytes`: the bytes of one AdamW step, for-loop/foreach/fused.
 * :class:`GraphRecorder` is a ``torch.compile`` backend that records each graph Dynamo
   produces (to count graph breaks and recompilations without paying for code generation);
   :func:`without_cxx_compiler` shows what inductor does on a CPU with no C++ compiler.
@@ -21,122 +17,20 @@ output once.  On a bandwidth-bound machine the time is ``bytes / bandwidth``, so
   the OS: inside it a fresh output costs no page faults, which measures what they cost.
 
 Elsewhere: the evidence of what TensorFlow and XLA really ran (optimized-HLO fusions, kernel
-traces) is :mod:`accelkit.tf_trace`; timing is :mod:`accelkit.bench`.
+traces) is :mod:`accelkit.tf`; timing is :mod:`accelkit.bench`.
 
-Example::
-
-    eager = ak.fusion.chain_bytes(n, 4, [(1, 1), (1, 1), (1, 1)])   # add, gelu, scale
-    fused = ak.fusion.chain_bytes(n, 4, [(1, 1)])
-    print(ak.fusion.predict_fusion(eager, fused, roof.bandwidth_gbps))
+Example: ``ak.fusion.adamw_step_bytes(n_params, 4, "fused") / roof.bandwidth_gbps / 1e9``
+(seconds at the memory roof)
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 # ----------------------------------------------------------------------------- bytes
-
-
-def chain_bytes(numel: int, itemsize: int, kernels: Sequence[tuple[int, int]],
-                extra_bytes: int = 0) -> int:
-    """Return the bytes a sequence of elementwise kernels moves through memory.
-
-    Each kernel reads ``reads`` full-size tensors and writes ``writes`` of them:
-    ``sum(reads + writes) * numel * itemsize + extra_bytes``.  Small broadcast operands
-    (a bias of one row) go into ``extra_bytes`` or are left out.
-
-    Args:
-        numel: elements of one full-size tensor, >= 0.
-        itemsize: bytes per element (4 for float32), >= 1.
-        kernels: ``(reads, writes)`` per kernel, e.g. ``[(1, 1)] * 3`` for three unary ops.
-        extra_bytes: bytes to add (small operands), >= 0.
-
-    Returns:
-        Bytes per call.
-
-    Raises:
-        ValueError: for negative sizes or counts, or an empty ``kernels``.
-
-    Example: ``chain_bytes(2**20, 4, [(2, 1)])  # c = a + b: 12 MiB``
-    """
-    if numel < 0 or itemsize < 1 or extra_bytes < 0:
-        raise ValueError(f"need numel >= 0, itemsize >= 1, extra_bytes >= 0; got {numel}, "
-                         f"{itemsize}, {extra_bytes}")
-    if not kernels:
-        raise ValueError("kernels must list at least one (reads, writes) pair")
-    accesses = 0
-    for reads, writes in kernels:
-        if reads < 0 or writes < 0:
-            raise ValueError(f"reads and writes must be >= 0, got {(reads, writes)}")
-        accesses += reads + writes
-    return accesses * numel * itemsize + extra_bytes
-
-
-@dataclass(frozen=True)
-class FusionPrediction:
-    """What the bandwidth roof predicts for an unfused and a fused version.
-
-    Attributes:
-        eager_bytes: bytes per call of the unfused version.
-        fused_bytes: bytes per call of the fused version.
-        bandwidth_gbps: the memory bandwidth used, GB/s (10**9 bytes/s).
-    """
-
-    eager_bytes: float
-    fused_bytes: float
-    bandwidth_gbps: float
-
-    @property
-    def eager_s(self) -> float:
-        """Predicted seconds per call, unfused: ``eager_bytes / bandwidth``."""
-        return self.eager_bytes / (self.bandwidth_gbps * 1e9)
-
-    @property
-    def fused_s(self) -> float:
-        """Predicted seconds per call, fused: ``fused_bytes / bandwidth``."""
-        return self.fused_bytes / (self.bandwidth_gbps * 1e9)
-
-    @property
-    def speedup(self) -> float:
-        """Predicted speedup, ``eager_bytes / fused_bytes``."""
-        return self.eager_bytes / self.fused_bytes
-
-    def __str__(self) -> str:
-        from accelkit.bench import format_time
-
-        return (f"eager {self.eager_bytes / 1e6:.4g} MB -> {format_time(self.eager_s)}, "
-                f"fused {self.fused_bytes / 1e6:.4g} MB -> {format_time(self.fused_s)} at "
-                f"{self.bandwidth_gbps:.3g} GB/s: predicted speedup {self.speedup:.2f}x")
-
-
-def predict_fusion(eager_bytes: float, fused_bytes: float,
-                   bandwidth_gbps: float) -> FusionPrediction:
-    """Predict unfused and fused times of a memory-bound kernel from the bytes they move.
-
-    Args:
-        eager_bytes: bytes per call without fusion, > 0.
-        fused_bytes: bytes per call with fusion, > 0.
-        bandwidth_gbps: memory bandwidth in GB/s, > 0 (e.g. ``roof.bandwidth_gbps``).
-
-    Returns:
-        A :class:`FusionPrediction`.
-
-    Raises:
-        ValueError: for a non-positive or non-finite argument.
-
-    Example: ``predict_fusion(3 * 2**26, 2**26, 20.0).speedup  # 3.0``
-    """
-    for name, value in (("eager_bytes", eager_bytes), ("fused_bytes", fused_bytes),
-                        ("bandwidth_gbps", bandwidth_gbps)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return FusionPrediction(float(eager_bytes), float(fused_bytes), float(bandwidth_gbps))
-
-
 # One AdamW step, per parameter element (torch.optim.adam, decoupled weight decay,
 # amsgrad off).  Unfused (for-loop and foreach run the same kernels, foreach batches them
 # over tensors):
@@ -174,28 +68,6 @@ def adamw_step_bytes(numel: int, itemsize: int = 4, impl: str = "fused") -> int:
     if numel < 0 or itemsize < 1:
         raise ValueError(f"need numel >= 0 and itemsize >= 1, got {numel}, {itemsize}")
     return ADAMW_ACCESSES[impl] * numel * itemsize
-
-
-def break_even_calls(compile_s: float, eager_s: float, compiled_s: float) -> float:
-    """Return after how many calls compiling has paid for itself.
-
-    ``compile_s / (eager_s - compiled_s)``: the compile time divided by the time saved per
-    call; ``inf`` when the compiled version is not faster.
-
-    Args:
-        compile_s: one-off compile time, seconds (first call minus a steady call).
-        eager_s: seconds per eager call.
-        compiled_s: seconds per compiled call.
-
-    Raises:
-        ValueError: for negative times.
-
-    Example: ``break_even_calls(2.0, 0.010, 0.004)  # 333.3``
-    """
-    if min(compile_s, eager_s, compiled_s) < 0:
-        raise ValueError("times must be >= 0 seconds")
-    saved = eager_s - compiled_s
-    return math.inf if saved <= 0 else compile_s / saved
 
 
 # ----------------------------------------------------------------------------- compile
@@ -491,13 +363,9 @@ __all__ = [
     "ADAMW_ACCESSES",
     "CapturedGraph",
     "CompileRecord",
-    "FusionPrediction",
     "GraphRecorder",
     "adamw_step_bytes",
-    "break_even_calls",
-    "chain_bytes",
     "cold_and_warm",
-    "predict_fusion",
     "reuse_freed_memory",
     "timed_compile",
     "without_cxx_compiler",

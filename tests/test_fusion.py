@@ -1,7 +1,6 @@
-"""accelkit.fusion: byte accounting, predictions, graph recording, the no-compiler fallback
+"""accelkit.fusion: AdamW byte accounting, graph recording, the no-compiler fallback
 (XLA's HLO and TF traces: tests/test_tf.py)."""
 
-import math
 import os
 
 import pytest
@@ -10,42 +9,12 @@ import torch
 from accelkit import fusion
 
 
-def test_chain_bytes_counts_reads_and_writes():
-    n = 1000
-    # bias + GELU + scale, eager: three kernels each reading one tensor and writing one.
-    assert fusion.chain_bytes(n, 4, [(1, 1)] * 3) == 6 * n * 4
-    assert fusion.chain_bytes(n, 2, [(2, 1)], extra_bytes=10) == 3 * n * 2 + 10
-    with pytest.raises(ValueError):
-        fusion.chain_bytes(n, 4, [])
-    with pytest.raises(ValueError):
-        fusion.chain_bytes(n, 4, [(-1, 1)])
-    with pytest.raises(ValueError):
-        fusion.chain_bytes(-1, 4, [(1, 1)])
-
-
-def test_predict_fusion():
-    p = fusion.predict_fusion(6e9, 2e9, 20.0)
-    assert p.speedup == pytest.approx(3.0)
-    assert p.eager_s == pytest.approx(0.3) and p.fused_s == pytest.approx(0.1)
-    assert "3.00x" in str(p)
-    for bad in ((0, 1, 1), (1, -1, 1), (1, 1, float("nan"))):
-        with pytest.raises(ValueError):
-            fusion.predict_fusion(*bad)
-
-
 def test_adamw_bytes_matches_the_kernel_list():
     assert fusion.adamw_step_bytes(10, 4, "fused") == 7 * 10 * 4
     assert fusion.adamw_step_bytes(10, 4, "for-loop") == 20 * 10 * 4
     assert fusion.adamw_step_bytes(10, 4, "foreach") == fusion.adamw_step_bytes(10, 4, "for-loop")
     with pytest.raises(ValueError):
         fusion.adamw_step_bytes(10, 4, "apex")
-
-
-def test_break_even_calls():
-    assert fusion.break_even_calls(2.0, 0.010, 0.004) == pytest.approx(2.0 / 0.006)
-    assert math.isinf(fusion.break_even_calls(2.0, 0.004, 0.004))
-    with pytest.raises(ValueError):
-        fusion.break_even_calls(-1, 1, 1)
 
 
 def _f(x):
