@@ -1,13 +1,18 @@
-"""Small datasets that need no network: handwritten digits and synthetic tensors.
+"""Offline datasets: handwritten digits (notebooks 00-05) and notebook 06's byte-level corpus.
 
-The course trains on scikit-learn's handwritten digits (1,797 greyscale 8x8 images that ship
-inside scikit-learn, so CI never downloads anything), split once into train and test with a
-fixed, stratified, seeded split.  The same arrays feed PyTorch (``digits_torch``, channels
-first) and TensorFlow (``digits_tf``, channels last), so both frameworks see identical data.
+The digits are scikit-learn's 1,797 greyscale 8x8 images (they ship inside scikit-learn, so CI
+never downloads anything), split once into train and test with a fixed, stratified, seeded
+split.  The same arrays feed PyTorch (``digits_torch``, channels first) and TensorFlow
+(``digits_tf``, channels last), so both frameworks see identical data.
 
-Owns the course's data only.  Lives elsewhere: the models that train on it in
-:mod:`accelkit.models`; the size profile that picks batch and problem sizes in
-:mod:`accelkit.config`.
+The corpus is the source code of a fixed list of standard-library modules
+(:data:`CORPUS_FILES`) read from this interpreter's ``sysconfig.get_paths()["stdlib"]``: every
+machine with Python has it.  Its bytes (vocabulary 256) are the tokens; the text differs
+between Python versions, so :class:`Corpus` reports its size and SHA-256 (deterministic within
+one interpreter).  :func:`batches` cuts seeded batches of next-token windows from it.
+
+Lives elsewhere: the models in :mod:`accelkit.models` and :mod:`accelkit.gpt`; the size
+profile that picks batch and problem sizes in :mod:`accelkit.config`.
 
 Example::
 
@@ -17,7 +22,11 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
+import sysconfig
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers only
     from torch.utils.data import DataLoader
 
 DIGITS_CLASSES = 10
-DIGITS_SIZE = 1797
+
 
 @dataclass(frozen=True)
 class Digits:
@@ -58,18 +67,11 @@ class Digits:
         return int(np.prod(self.image_shape))
 
 
-def _check_batch_size(batch_size: int) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-
-
-def _check_seed(seed: int) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+def _check_int(name: str, value: Any, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value}")
 
 
 def digits(test_size: float = 0.25, seed: int = 0) -> Digits:
@@ -97,7 +99,7 @@ def digits(test_size: float = 0.25, seed: int = 0) -> Digits:
         raise TypeError(f"test_size must be a float, got {type(test_size).__name__}")
     if not 0.0 < test_size < 1.0:
         raise ValueError(f"test_size must be a fraction in (0, 1), got {test_size}")
-    _check_seed(seed)
+    _check_int("seed", seed, 0)
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -132,8 +134,8 @@ def digits_torch(batch_size: int = 64, *, flat: bool = False,
 
     Example: ``train_dl, test_dl = digits_torch(64, flat=True)``
     """
-    _check_batch_size(batch_size)
-    _check_seed(seed)
+    _check_int("batch_size", batch_size, 1)
+    _check_int("seed", seed, 0)
     import torch
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -154,7 +156,7 @@ def digits_tf(batch_size: int = 64, *, flat: bool = False, seed: int = 0,
               drop_remainder: bool = False) -> tuple[Any, Any]:
     """Return ``tf.data.Dataset``s over the digits split of :func:`digits`, channels last.
 
-    TensorFlow is imported here (lazily, through :func:`accelkit.tf_device.import_tf`).  The
+    TensorFlow is imported here (lazily, through :func:`accelkit.tf.import_tf`).  The
     train dataset reshuffles every epoch with a seeded shuffle; the test dataset keeps
     the order.  Both prefetch.
 
@@ -176,11 +178,11 @@ def digits_tf(batch_size: int = 64, *, flat: bool = False, seed: int = 0,
 
     Example: ``train_ds, test_ds = digits_tf(64, flat=True)``
     """
-    _check_batch_size(batch_size)
-    _check_seed(seed)
-    from accelkit import tf_device
+    _check_int("batch_size", batch_size, 1)
+    _check_int("seed", seed, 0)
+    from accelkit.tf import import_tf
 
-    tf = tf_device.import_tf()
+    tf = import_tf()
     d = digits(seed=seed)
 
     def layout(x: np.ndarray) -> np.ndarray:
@@ -198,50 +200,96 @@ def digits_tf(batch_size: int = 64, *, flat: bool = False, seed: int = 0,
     return train, test
 
 
-# ----------------------------------------------------------------------------- synthetic
-def synthetic(shape: tuple[int, ...] | list[int], *, dtype: Any = None, device: Any = "cpu",
-              seed: int = 0) -> torch.Tensor:
-    """Return a reproducible tensor of standard-normal values.
+# ----------------------------------------------------------------------------- byte corpus
+#: The corpus: standard-library modules present, as plain ``.py`` files, in every CPython
+#: from 3.10 on (none of them was removed by PEP 594), in this order.
+CORPUS_FILES: tuple[str, ...] = (
+    "textwrap.py", "heapq.py", "bisect.py", "string.py", "fnmatch.py", "shlex.py", "glob.py",
+    "queue.py", "sched.py", "contextlib.py", "functools.py", "random.py", "statistics.py",
+    "fractions.py", "dataclasses.py", "abc.py", "copy.py", "difflib.py", "csv.py",
+    "argparse.py",
+)
 
-    The values are drawn on the CPU from a generator seeded with ``seed`` and then moved,
-    so the same call gives the same numbers on every device.
+
+@dataclass(frozen=True)
+class Corpus:
+    """The byte-level corpus.
+
+    Attributes:
+        data: ``(n_bytes,)`` uint8 tensor, the files concatenated (each preceded by a header
+            line ``# ==== name ====``).
+        files: the files read, in order.
+        sha256: hex digest of the bytes (differs between Python versions).
+    """
+
+    data: torch.Tensor
+    files: tuple[str, ...]
+    sha256: str
+
+    def split(self, train_fraction: float = 0.9) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(train, val)``: the first ``train_fraction`` of the bytes, and the rest."""
+        n = int(len(self.data) * train_fraction)
+        return self.data[:n], self.data[n:]
+
+    def __str__(self) -> str:
+        return (f"{len(self.data):,} bytes from {len(self.files)} standard-library files "
+                f"(sha256 {self.sha256[:12]}...)")
+
+
+def load_corpus(files: Sequence[str] = CORPUS_FILES, stdlib: str | None = None) -> Corpus:
+    """Read the standard-library files ``files`` into one byte tensor (a :class:`Corpus`).
 
     Args:
-        shape: the tensor's shape, non-negative ints.
-        dtype: a floating ``torch.dtype``; default ``torch.float32``.
-        device: where to put it (``"cpu"``, ``"cuda"``, a ``torch.device`` ...).
-        seed: the generator's seed, >= 0.
-
-    Returns:
-        A tensor of ``shape`` and ``dtype`` on ``device``.
+        files: file names relative to the stdlib folder (default :data:`CORPUS_FILES`).
+        stdlib: the folder; default ``sysconfig.get_paths()["stdlib"]`` of this interpreter.
 
     Raises:
-        TypeError: when ``dtype`` is not a floating-point torch dtype, or ``shape`` is not
-            a sequence of ints.
-        ValueError: for a negative dimension or seed.
-
-    Example: ``x = synthetic((B, 64), device=dev)``
+        FileNotFoundError: when none of the files exists (a Python without its source files,
+            e.g. some embedded builds): install the full Python, or pass ``stdlib=``.
     """
     import torch
 
-    dtype = torch.float32 if dtype is None else dtype
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating-point torch dtype, got {dtype!r}")
-    if not isinstance(shape, (tuple, list, torch.Size)) or not all(
-            isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in shape):
-        raise TypeError(f"shape must be a tuple of ints, got {shape!r}")
-    if any(s < 0 for s in shape):
-        raise ValueError(f"shape must have non-negative sizes, got {tuple(shape)}")
-    _check_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
-    return torch.randn(tuple(shape), generator=gen, dtype=torch.float32).to(device, dtype)
+    root = Path(stdlib or sysconfig.get_paths()["stdlib"])
+    found = [f for f in files if (root / f).is_file()]
+    if not found:
+        raise FileNotFoundError(f"none of {list(files)} under {root}: this Python has no "
+                                "standard-library sources; install a full CPython")
+    blob = b"".join(f"# ==== {f} ====\n".encode() + (root / f).read_bytes() for f in found)
+    data = torch.frombuffer(bytearray(blob), dtype=torch.uint8).clone()
+    return Corpus(data, tuple(found), hashlib.sha256(blob).hexdigest())
 
 
-__all__ = [
-    "DIGITS_CLASSES",
-    "Digits",
-    "digits",
-    "digits_tf",
-    "digits_torch",
-    "synthetic",
-]
+_Batch = tuple["torch.Tensor", "torch.Tensor"]
+
+
+def batches(data: torch.Tensor, n: int, batch: int, seq_len: int, *, seed: int = 0,
+            ahead: bool = True) -> list[_Batch] | Callable[[int], _Batch]:
+    """Return ``n`` batches of ``batch`` random windows of ``data``, the same for the same ``seed``.
+
+    The window starts are drawn in ``[0, len(data) - seq_len)`` from a CPU generator seeded
+    with ``seed``.  With ``ahead=False`` it returns instead a function ``i -> (x, y)`` that
+    cuts the ``(i mod n)``-th of these batches when called (inside a training step).
+
+    **Shape** each ``(x, y)``: ``(batch, seq_len)`` int64; ``y`` is ``x`` shifted by one
+    token (next-token targets).
+
+    Raises:
+        ValueError: when ``data`` is not longer than ``seq_len``.
+    """
+    import torch
+
+    if len(data) <= seq_len:
+        raise ValueError(f"{len(data)} tokens cannot fill a window of {seq_len} + 1")
+    g = torch.Generator().manual_seed(seed)
+    starts = [torch.randint(len(data) - seq_len, (batch,), generator=g).tolist()
+              for _ in range(n)]
+
+    def cut(i: int) -> _Batch:
+        rows = torch.stack([data[s:s + seq_len + 1] for s in starts[i % n]]).long()
+        return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+
+    return [cut(i) for i in range(n)] if ahead else cut
+
+
+__all__ = ["CORPUS_FILES", "DIGITS_CLASSES", "Corpus", "Digits", "batches", "digits",
+           "digits_tf", "digits_torch", "load_corpus"]

@@ -1,26 +1,27 @@
-"""Small matching models in PyTorch and Keras, and the train/eval loops notebooks share.
+"""Small matching models in PyTorch and Keras, and the Keras twin of notebook 06's GPT.
 
 Each ``torch_*`` builder has a ``keras_*`` twin with the same layers and the *same number of
 parameters* (a unit test checks), so a notebook can put the two frameworks side by side on
 the same data (:mod:`accelkit.data`).  Models output logits (no softmax): use
-``nn.CrossEntropyLoss`` / ``SparseCategoricalCrossentropy(from_logits=True)``.
+``nn.CrossEntropyLoss`` / ``SparseCategoricalCrossentropy(from_logits=True)``.  The PyTorch
+GPT itself is :class:`accelkit.gpt.GPT`.
 
 Keras is imported lazily (it imports TensorFlow), so torch-only code never pays for it.
 
 Example::
 
-    model = ak.models.torch_mlp()                      # 9,610 parameters
-    losses = ak.models.train_torch(model, train_dl, epochs=5, lr=1e-2, device=dev)
-    acc = ak.models.evaluate_torch(model, test_dl, dev)
+    model = ak.models.torch_mlp().to(dev)              # 9,610 parameters
+    kmodel = ak.models.keras_mlp()                     # the same layers in Keras
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sized
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
+
+    from accelkit.gpt import GPTConfig
 
 
 def _check_positive(**values: Any) -> None:
@@ -34,10 +35,10 @@ def _check_positive(**values: Any) -> None:
 def _keras() -> Any:
     import os
 
-    from accelkit import tf_device
+    from accelkit.tf import import_tf
 
     if os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
-        tf_device.import_tf()  # quiet TF logs before Keras imports TensorFlow
+        import_tf()  # quiet TF logs before Keras imports TensorFlow
     import keras  # on another backend (KERAS_BACKEND=jax) TensorFlow is not imported
 
     return keras
@@ -80,7 +81,7 @@ def keras_mlp(in_features: int = 64, hidden: int = 128, classes: int = 10) -> An
         ValueError: for sizes < 1.  TypeError: for non-int sizes.
         ImportError: when TensorFlow/Keras is not installed.
 
-    Example: ``model = keras_mlp(); compile_keras(model, 1e-2)``
+    Example: ``model = keras_mlp(); model.count_params()  # 9610``
     """
     _check_positive(in_features=in_features, hidden=hidden, classes=classes)
     keras = _keras()
@@ -132,7 +133,7 @@ def keras_cnn(channels: int = 16, classes: int = 10, in_channels: int = 1) -> An
         ValueError: for sizes < 1.  TypeError: for non-int sizes.
         ImportError: when TensorFlow/Keras is not installed.
 
-    Example: ``model = keras_cnn(); compile_keras(model, 1e-2)``
+    Example: ``model = keras_cnn(); model.count_params()  # 6090``
     """
     _check_positive(channels=channels, classes=classes, in_channels=in_channels)
     keras = _keras()
@@ -146,158 +147,49 @@ def keras_cnn(channels: int = 16, classes: int = 10, in_channels: int = 1) -> An
     ], name="cnn")
 
 
-def param_count(model: Any) -> int:
-    """Return the number of parameters of a PyTorch module or a Keras model.
+def keras_gpt(cfg: GPTConfig, *, policy: str | None = None) -> Any:
+    """Build the Keras 3 twin of :class:`accelkit.gpt.GPT` ``cfg`` (notebook 06's side-by-side).
 
-    PyTorch: the sum of ``p.numel()`` over ``model.parameters()`` (buffers such as
-    BatchNorm running statistics are not parameters).  Keras: ``model.count_params()``
-    (all weights, trainable or not).  For the course's models the two agree.
+    Same blocks (pre-norm, causal ``MultiHeadAttention``, GELU MLP), learned position
+    embedding; two differences: the output head is a separate ``Dense`` (not tied, so
+    ``V·d`` more parameters) and attention is Keras's (on TensorFlow it materialises the
+    scores like the ``"manual"`` attention; Keras has no fused attention kernel there).  The
+    layers follow ``policy`` (default float32; the global policy is restored afterwards); the
+    logits are float32 under a mixed one.
 
-    Raises:
-        TypeError: for anything else.
-        ValueError: for a Keras model that is not built yet (give it an ``Input``).
-    """
-    if hasattr(model, "count_params"):  # Keras first: with the torch backend it is a Module too
-        if not getattr(model, "built", True):
-            raise ValueError("the Keras model is not built yet; start it with keras.Input(shape)")
-        return int(model.count_params())
-    try:
-        from torch import nn
-    except ImportError:  # pragma: no cover
-        raise TypeError(f"{type(model).__name__} is not a Keras model and torch is not installed") from None
-    if isinstance(model, nn.Module):
-        return sum(p.numel() for p in model.parameters())
-    raise TypeError(f"param_count needs a torch.nn.Module or a Keras model, got "
-                    f"{type(model).__name__}")
-
-
-# ----------------------------------------------------------------------------- training
-def _check_train_args(epochs: int, lr: float) -> None:
-    _check_positive(epochs=epochs)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)):
-        raise TypeError(f"lr must be a float, got {type(lr).__name__}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
-
-
-def train_torch(model: nn.Module, loader: Iterable[Any], *, epochs: int, lr: float,
-                device: Any = "cpu", progress: bool = True) -> list[float]:
-    """Train a classifier with Adam and cross-entropy; return the mean loss of each epoch.
-
-    The model is moved to ``device`` and each batch follows it there (``.to(device)``).
-    A ``tqdm`` progress bar counts batches over all epochs and shows the running loss.
-
-    Args:
-        model: outputs ``(B, classes)`` logits.
-        loader: yields ``(x, y)`` batches; ``y: (B,) int64`` class labels.
-        epochs: passes over ``loader``, >= 1.
-        lr: Adam's learning rate, > 0.
-        device: where to train (``torch.device`` or string).
-        progress: show the progress bar.
-
-    Returns:
-        One float per epoch: the sample-weighted mean training loss (nats).
+    **Shape** ``(B, T)`` int32 -> logits ``(B, T, vocab_size)``.
 
     Raises:
-        ValueError: for ``epochs < 1``, ``lr <= 0`` or an empty loader.
-        TypeError: for a model that is not an ``nn.Module``.
-
-    Example: ``losses = train_torch(model, train_dl, epochs=5, lr=1e-2, device=dev)``
+        ImportError: when Keras is not installed.
     """
-    import torch
-    from torch import nn
-    from tqdm import tqdm
-
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    _check_train_args(epochs, lr)
-    model.to(device).train()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    loss_fn = nn.CrossEntropyLoss()
-    total = epochs * len(loader) if isinstance(loader, Sized) else None
-    losses: list[float] = []
-    with tqdm(total=total, disable=not progress, desc="train", unit="batch") as bar:
-        for epoch in range(epochs):
-            loss_sum = torch.zeros((), device=device)  # summed on the device: no sync per batch
-            seen = 0
-            for x, y in loader:
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                opt.zero_grad(set_to_none=True)
-                loss = loss_fn(model(x), y)
-                loss.backward()
-                opt.step()
-                loss_sum += loss.detach() * len(y)
-                seen += len(y)
-                bar.update(1)
-            if seen == 0:
-                raise ValueError("the loader yielded no batches")
-            losses.append(loss_sum.item() / seen)
-            bar.set_postfix(epoch=epoch + 1, loss=f"{losses[-1]:.3f}")
-    return losses
-
-
-def evaluate_torch(model: nn.Module, loader: Iterable[Any], device: Any = "cpu") -> float:
-    """Return the classification accuracy of ``model`` on ``loader``, a fraction in 0..1.
-
-    Runs in ``eval`` mode under ``torch.inference_mode()``; prediction = argmax of the logits.
-
-    Raises:
-        ValueError: for an empty loader.
-        TypeError: for a model that is not an ``nn.Module``.
-
-    Example: ``acc = evaluate_torch(model, test_dl, dev)``
-    """
-    import torch
-    from torch import nn
-
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    model.to(device).eval()
-    correct = torch.zeros((), dtype=torch.int64, device=device)
-    seen = 0
-    with torch.inference_mode():
-        for x, y in loader:
-            x, y = x.to(device), y.to(device)
-            correct += (model(x).argmax(dim=1) == y).sum()
-            seen += len(y)
-    if seen == 0:
-        raise ValueError("the loader yielded no samples")
-    return correct.item() / seen
-
-
-def compile_keras(model: Any, lr: float, *, jit_compile: bool | str = "auto") -> Any:
-    """Compile a Keras classifier like :func:`train_torch` trains: Adam, cross-entropy, accuracy.
-
-    Args:
-        model: a Keras model that outputs logits.
-        lr: Adam's learning rate, > 0.
-        jit_compile: passed to ``model.compile`` (``"auto"``: Keras decides, XLA on GPU/TPU).
-
-    Returns:
-        ``model`` (compiled), so ``compile_keras(keras_mlp(), 1e-2).fit(...)`` works.
-
-    Raises:
-        ValueError: for ``lr <= 0``.  TypeError: for a model without ``compile``.
-
-    Example: ``compile_keras(model, 1e-2); model.fit(train_ds, epochs=5)``
-    """
-    _check_train_args(1, lr)
-    if not hasattr(model, "compile") or not hasattr(model, "fit"):
-        raise TypeError(f"model must be a Keras model, got {type(model).__name__}")
     keras = _keras()
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate=lr),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], jit_compile=jit_compile)
-    return model
+    layers, base = keras.layers, keras.layers.Layer
+
+    class PositionEmbedding(base):  # type: ignore[misc,valid-type]
+        def build(self, input_shape: Any) -> None:
+            self.w = self.add_weight(shape=(cfg.block_size, cfg.n_embd), name="wpe",
+                                     initializer=keras.initializers.RandomNormal(stddev=0.02))
+
+        def call(self, x: Any) -> Any:
+            return x + keras.ops.cast(self.w[: keras.ops.shape(x)[1]], x.dtype)
+
+    old = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy or "float32")
+    try:
+        idx = keras.Input((cfg.block_size,), dtype="int32")
+        x = PositionEmbedding()(layers.Embedding(cfg.vocab_size, cfg.n_embd)(idx))
+        for _ in range(cfg.n_layer):
+            h = layers.LayerNormalization(epsilon=1e-5)(x)
+            x = x + layers.MultiHeadAttention(cfg.n_head, cfg.n_embd // cfg.n_head)(
+                h, h, use_causal_mask=True)
+            h = layers.LayerNormalization(epsilon=1e-5)(x)
+            h = layers.Dense(4 * cfg.n_embd, activation="gelu")(h)
+            x = x + layers.Dense(cfg.n_embd)(h)
+        x = layers.LayerNormalization(epsilon=1e-5)(x)
+        logits = layers.Dense(cfg.vocab_size, dtype="float32")(x)
+        return keras.Model(idx, logits)
+    finally:
+        keras.config.set_dtype_policy(old)
 
 
-__all__ = [
-    "compile_keras",
-    "evaluate_torch",
-    "keras_cnn",
-    "keras_mlp",
-    "param_count",
-    "torch_cnn",
-    "torch_mlp",
-    "train_torch",
-]
+__all__ = ["keras_cnn", "keras_gpt", "keras_mlp", "torch_cnn", "torch_mlp"]

@@ -1,4 +1,4 @@
-"""accelkit.data: the digits split, loaders for both frameworks, synthetic data."""
+"""accelkit.data: the digits split, loaders for both frameworks; the byte corpus and its batches."""
 
 from __future__ import annotations
 
@@ -96,22 +96,33 @@ def test_digits_tf_flat_and_drop_remainder():
         data.digits_tf(0)
 
 
-def test_synthetic_is_seeded_and_typed():
-    a = data.synthetic((3, 4), seed=1)
-    assert a.shape == (3, 4) and a.dtype == torch.float32
-    torch.testing.assert_close(a, data.synthetic((3, 4), seed=1))
-    assert not torch.equal(a, data.synthetic((3, 4), seed=2))
-    b = data.synthetic([3, 4], dtype=torch.bfloat16, seed=1)
-    assert b.dtype == torch.bfloat16
-    torch.testing.assert_close(b.float(), a, rtol=1e-2, atol=1e-2)
+def test_corpus_is_deterministic_and_offline():
+    a, b = data.load_corpus(), data.load_corpus()
+    assert a.sha256 == b.sha256 and torch.equal(a.data, b.data)
+    assert a.files == data.CORPUS_FILES  # every file exists on CPython 3.10+
+    assert len(a.data) > 200_000 and a.data.dtype == torch.uint8
+    train, val = a.split(0.9)
+    assert len(train) + len(val) == len(a.data)
+    assert bytes(a.data[:18].tolist()).decode() == "# ==== textwrap.py"
+    assert "standard-library files" in str(a)
 
 
-@pytest.mark.parametrize("kwargs,err", [
-    ({"shape": (2,), "dtype": torch.int64}, TypeError),
-    ({"shape": (2, -1)}, ValueError),
-    ({"shape": "2"}, TypeError),
-    ({"shape": (2,), "seed": -1}, ValueError),
-])
-def test_synthetic_rejects_bad_input(kwargs, err):
-    with pytest.raises(err):
-        data.synthetic(**kwargs)
+def test_corpus_without_sources_says_why(tmp_path):
+    with pytest.raises(FileNotFoundError, match="standard-library sources"):
+        data.load_corpus(stdlib=str(tmp_path))
+
+
+def test_batches_are_deterministic_shifted_and_the_same_cut_later():
+    tokens = torch.arange(1000, dtype=torch.int64) % 256
+    one = data.batches(tokens, 3, 4, 8, seed=5)
+    two = data.batches(tokens, 3, 4, 8, seed=5)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(one, two))
+    x, y = one[0]
+    assert x.shape == y.shape == (4, 8) and x.dtype == torch.int64
+    torch.testing.assert_close(y[:, :-1], x[:, 1:])
+    cut = data.batches(tokens, 3, 4, 8, seed=5, ahead=False)  # cut when called, i mod 3
+    for i in (1, 4):
+        assert all(torch.equal(a, b) for a, b in zip(cut(i), one[1]))
+    assert not torch.equal(data.batches(tokens, 1, 4, 8, seed=6)[0][0], x)
+    with pytest.raises(ValueError, match="cannot fill"):
+        data.batches(tokens[:8], 1, 1, 8)
