@@ -1,30 +1,23 @@
 """This machine's roofline: measured matmul throughput per dtype and memory bandwidth.
 
-The roofline model (Williams, Waterman & Patterson, "Roofline: an insightful visual
-performance model for multicore architectures", Communications of the ACM 52(4), 2009)
-bounds the throughput a kernel can reach by
+The roofline model (Williams, Waterman & Patterson, "Roofline: an insightful visual performance
+model for multicore architectures", Communications of the ACM 52(4), 2009) bounds a kernel's
+throughput by ``attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × memory bandwidth)``,
+the intensity being its FLOP per byte moved to/from memory.  Below the *ridge point*
+``peak / bandwidth`` a kernel is memory-bound; above it, compute-bound.  :func:`measure` takes
+both roofs from this machine, not a datasheet: the peak is a large square matmul's throughput in
+each dtype (``2·n³`` FLOP, timed with :func:`accelkit.bench.measure`), the bandwidth a copy's of a
+tensor much larger than the last-level cache.  They are what a kernel here can actually reach.
 
-    attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × memory bandwidth),
-
-where the arithmetic intensity is the kernel's FLOP per byte moved to/from memory.  Below
-the *ridge point* ``peak / bandwidth`` a kernel is memory-bound; above it, compute-bound.
-
-``measure`` takes the two roofs from this machine instead of a datasheet: the peak is the
-throughput of a large square matmul in each dtype (``2·n³`` FLOP, timed with
-:func:`accelkit.bench.measure`), the bandwidth that of copying a tensor much larger than the
-last-level cache.  Measured roofs are below the datasheet's; they are what a kernel on this
-machine can actually reach.
-
-**Bytes moved: memory traffic, write-allocate included.**  The roofline counts the bytes that
-cross the memory bus, not the bytes a program asks for.  On a CPU with write-back caches an
-ordinary store to a line that is not cached first *reads* that line (a read-for-ownership),
-then writes it back: each byte written costs two bytes of traffic.  A copy then moves 3 bytes
-per 2 counted and an ``out=`` add 4 per 3, so with STREAM's counting (one read plus one write)
-the copy's GB/s understate the memory's by 1/3 and an add placed on that roof sits at about
+**Bytes moved: memory traffic, write-allocate included.**  On a CPU with write-back caches an
+ordinary store to a line that is not cached first *reads* it (a read-for-ownership), then
+writes it back: each byte written costs two bytes of traffic.  A copy then moves 3 bytes per 2
+counted and an ``out=`` add 4 per 3, so with STREAM's counting (one read plus one write) the
+copy's GB/s understate the memory's by 1/3 and an add placed on that roof sits at about
 ``(3/4) / (2/3) = 1.125`` of it.  The three conventions (bcopy, STREAM, hardware) and the
-write-allocate read are McCalpin's, https://www.cs.virginia.edu/stream/ref.html ("Counting
-Bytes and FLOPS"); G. Hager, "The McCalpin STREAM benchmark: how to do it right and interpret
-the results" (2019), https://blogs.fau.de/hager/archives/8263, measures it.  Per device kind
+write-allocate read are McCalpin's, https://www.cs.virginia.edu/stream/ref.html ("Counting Bytes
+and FLOPS"); G. Hager, "The McCalpin STREAM benchmark: how to do it right and interpret the
+results" (2019), https://blogs.fau.de/hager/archives/8263, measures it.  Per device kind
 (:func:`writes_allocate`):
 
 - **x86-64 CPUs** (Intel, AMD): write-allocate, ``written × 2``; not seen by the model:
@@ -36,15 +29,10 @@ the results" (2019), https://blogs.fau.de/hager/archives/8263, measures it.  Per
   written sectors need no DRAM read.  Not yet measured by this course; notebook 00's
   in-place-vs-copy evidence cell measures it wherever it runs.
 
-:class:`Roofline` keeps which model its bandwidth used (``write_allocate``): its
-``bandwidth_gbps`` is memory traffic, :attr:`Roofline.copy_gbps` the copy in STREAM's
-counting, and :meth:`Roofline.traffic` turns a kernel's bytes read and written into the
-traffic to pass as ``bytes_moved`` when placing it.
-
-This module owns the measured roofline (:func:`measure`, :class:`Roofline`, placing a timed
-kernel on it).  Elsewhere: the timing itself in :mod:`accelkit.bench`; datasheet peaks in
-the hardware-class table (:func:`accelkit.hardware.datasheet_tflops`); dtype names in
-:mod:`accelkit.dtypes` (its short names, ``"fp32"``/``"bf16"``/``"fp16"``, key the results).
+A :class:`Roofline`'s ``bandwidth_gbps`` is memory traffic, :attr:`Roofline.copy_gbps` the copy in
+STREAM's counting, and :meth:`Roofline.traffic` turns a kernel's bytes read and written into the
+``bytes_moved`` to place it with.  Elsewhere: timing in :mod:`accelkit.bench`; datasheet peaks in
+:mod:`accelkit.hardware`; dtype names in :mod:`accelkit.dtypes` (its short names key the results).
 
 Example::
 
@@ -94,10 +82,8 @@ X86_MACHINES = frozenset({"x86_64", "amd64", "i386", "i686"})
 
 
 def writes_allocate(dev: Any = "cpu", machine: str | None = None) -> bool:
-    """Return whether ordinary stores on ``dev`` read each written line from memory first.
-
-    True for a CPU on x86-64 (a store miss reads the line for ownership); False for Arm CPUs
-    (write streaming mode) and GPUs (sectored caches). Sources in the module docstring.
+    """Return whether ordinary stores on ``dev`` read each written line from memory first:
+    True for an x86-64 CPU, False for Arm CPUs and GPUs (why, and sources: the module docstring).
 
     Args:
         dev: a torch device or device string (``"cpu"``, ``"cuda:0"``, ``"mps"``).
@@ -111,10 +97,8 @@ def writes_allocate(dev: Any = "cpu", machine: str | None = None) -> bool:
 
 
 def traffic_bytes(read_bytes: float, written_bytes: float, *, write_allocate: bool) -> float:
-    """Return the memory traffic of a kernel that reads and writes these bytes.
-
-    ``read + written``, or ``read + 2·written`` with write-allocate (each written line is read
-    first: McCalpin's "hardware" count, https://www.cs.virginia.edu/stream/ref.html).
+    """Return the memory traffic of a kernel that reads and writes these bytes: ``read + written``,
+    or ``read + 2·written`` with write-allocate (McCalpin's "hardware" count).
 
     Raises:
         ValueError: for a negative or non-finite byte count.
@@ -125,19 +109,6 @@ def traffic_bytes(read_bytes: float, written_bytes: float, *, write_allocate: bo
         if not (math.isfinite(value) and value >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {value}")
     return read_bytes + written_bytes * (2 if write_allocate else 1)
-
-
-def intensity(timing: bench.Timing) -> float:
-    """Return the arithmetic intensity of a timed kernel: ``flops / bytes_moved`` (FLOP/byte).
-
-    Raises:
-        ValueError: when the timing has no ``flops`` or no positive ``bytes_moved`` (pass
-            them to :func:`accelkit.bench.measure`).
-    """
-    if timing.flops is None or timing.bytes_moved is None or timing.bytes_moved <= 0:
-        raise ValueError(f"timing {timing.label!r} needs flops= and bytes_moved= (> 0) to be "
-                         "placed on a roofline; pass them to ak.bench.measure")
-    return timing.flops / timing.bytes_moved
 
 
 @dataclass(frozen=True)
@@ -178,14 +149,12 @@ class Roofline:
 
     Attributes:
         peak_tflops: measured matmul throughput per dtype, TFLOP/s (``{"fp32": 0.35, ...}``).
-        bandwidth_gbps: measured memory bandwidth, GB/s (10**9 bytes/s): the copy's memory
-            traffic per second, its write-allocate reads included where ``write_allocate``.
+        bandwidth_gbps: measured memory bandwidth, GB/s (10**9 bytes/s): the copy's traffic.
         device: the device string (``"cpu"``, ``"cuda:0"``).
         device_name: the product name (CPU model or GPU name).
         profile: the size profile the roofs were measured in (``"ci"``/``"full"``).
         timings: the measurements behind the roofs.
-        write_allocate: whether the device's stores read each written line first
-            (:func:`writes_allocate`); place kernels with :meth:`traffic` bytes.
+        write_allocate: :func:`writes_allocate` of the device.
     """
 
     peak_tflops: dict[str, float]
@@ -211,19 +180,13 @@ class Roofline:
 
     @property
     def copy_gbps(self) -> float:
-        """The copy's GB/s counted as STREAM counts it (one read + one write per element).
-
-        ``bandwidth_gbps × 2/3`` where stores write-allocate (the copy moved 3 bytes per 2
-        counted), else ``bandwidth_gbps``: compare it with other copies timed with
-        ``bytes_moved = 2 × nbytes``.
-        """
+        """The copy's GB/s in STREAM's count (one read + one write per element): ``bandwidth_gbps
+        × 2/3`` where stores write-allocate, else ``bandwidth_gbps``."""
         return self.bandwidth_gbps * (2 / 3 if self.write_allocate else 1.0)
 
     def traffic(self, read_bytes: float, written_bytes: float) -> float:
-        """Return the memory traffic of a kernel on this device, to pass as ``bytes_moved``.
-
-        ``read + 2·written`` where this roof's device writes-allocate, else ``read + written``
-        (:func:`traffic_bytes`).
+        """Return the memory traffic of a kernel on this device, to pass as ``bytes_moved``
+        (:func:`traffic_bytes` with this roof's ``write_allocate``).
 
         Example: an fp32 ``torch.add(x, y, out=z)`` of ``n`` elements:
         ``roof.traffic(8 * n, 4 * n)`` (16 n bytes on x86, 12 n on a GPU).
@@ -245,8 +208,6 @@ class Roofline:
     def attainable_tflops(self, intensity: float, dtype: Any = "fp32") -> float:
         """Return the roofline bound ``min(peak, intensity × bandwidth)`` in TFLOP/s.
 
-        Formula from Williams, Waterman & Patterson (2009).
-
         Args:
             intensity: arithmetic intensity in FLOP/byte, >= 0.
             dtype: which compute roof (``"fp32"``, ``"bf16"``, ``"fp16"``).
@@ -264,10 +225,8 @@ class Roofline:
         return min(self.peak(dtype), intensity * self.bandwidth_gbps / 1e3)
 
     def ridge_point(self, dtype: Any = "fp32") -> float:
-        """Return the intensity (FLOP/byte) where the memory roof meets the compute roof.
-
-        ``peak / bandwidth``; kernels below it are memory-bound.
-        """
+        """Return the intensity (FLOP/byte) where the memory roof meets the compute roof:
+        ``peak / bandwidth`` (kernels below it are memory-bound)."""
         return self.peak(dtype) * 1e3 / self.bandwidth_gbps
 
     def place(self, timing: bench.Timing, dtype: Any = "fp32") -> Placement:
@@ -278,13 +237,17 @@ class Roofline:
             dtype: the compute roof to compare with (the kernel's dtype).
 
         Returns:
-            A :class:`Placement` with the intensity, achieved and attainable TFLOP/s.
+            A :class:`Placement`: the intensity ``flops / bytes_moved`` (FLOP/byte), achieved and
+            attainable TFLOP/s.
 
         Raises:
-            ValueError: when the timing lacks ``flops``/``bytes_moved``, or for an unmeasured
-                dtype.
+            ValueError: when the timing lacks ``flops`` or a positive ``bytes_moved``, or for an
+                unmeasured dtype.
         """
-        ai = intensity(timing)
+        if timing.flops is None or timing.bytes_moved is None or timing.bytes_moved <= 0:
+            raise ValueError(f"timing {timing.label!r} needs flops= and bytes_moved= (> 0) to be "
+                             "placed on a roofline; pass them to ak.bench.measure")
+        ai = timing.flops / timing.bytes_moved
         key = dtype_key(dtype)
         return Placement(timing.label, key, ai, timing.tflops or 0.0,
                          self.attainable_tflops(ai, key), self.bound(ai, key))
@@ -447,14 +410,12 @@ def measure(device: Any = None, *, profile: str | config.Profile,
     Matmul: ``(n, n) @ (n, n)`` with ``n = profile.pick(ci=1024, full=8192)``,
     ``flops = 2·n³`` (smaller for a dtype so slow here that one call would take more than a
     quarter of ``min_run_time``: the timing's label says so).  Copy: ``dst.copy_(src)`` of a
-    tensor at least as large as the last-level cache (:func:`copy_bytes`), its bytes the
-    memory traffic: ``2·numel·itemsize``, or ``3·numel·itemsize`` where stores write-allocate
-    (:func:`writes_allocate`: x86 CPUs).  Takes a few seconds in the ``ci`` profile on a 2-core CPU.
+    tensor at least as large as the last-level cache (:func:`copy_bytes`), its bytes the memory
+    traffic (:func:`traffic_bytes`).  Takes a few seconds in the ``ci`` profile on a 2-core CPU.
 
     Args:
         device: a torch device or string; default: :func:`accelkit.device.best_torch_device`.
-        profile: the size profile, resolved once by the caller (``P = ak.config.profile()``;
-            a name is resolved with :func:`accelkit.config.profile`).
+        profile: the size profile (``P = ak.config.profile()``), or its name.
         dtypes: which matmul dtypes to measure; default fp32 and bf16 everywhere, fp16 on
             GPUs and on CPUs with fp16 units (AVX512-FP16/AMX-FP16).  A dtype the device
             cannot run is left out.
@@ -467,7 +428,6 @@ def measure(device: Any = None, *, profile: str | config.Profile,
         DeviceNotAvailableError: when ``device`` is not on this machine.
         ValueError: for an unknown dtype or profile.
     """
-
     prof = profile if isinstance(profile, config.Profile) else config.profile(profile)
     dev = (_device.best_torch_device().device if device is None
            else _device.get_torch_device(device))
@@ -524,7 +484,6 @@ __all__ = [
     "Roofline",
     "copy_bytes",
     "dtype_key",
-    "intensity",
     "last_level_cache_bytes",
     "measure",
     "report",

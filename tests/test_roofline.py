@@ -49,7 +49,7 @@ def test_place_needs_flops_and_bytes():
     with pytest.raises(ValueError, match="bytes_moved"):
         ROOF.place(_timing(flops=1.0, bytes_moved=None))
     with pytest.raises(ValueError, match="flops"):
-        roofline.intensity(_timing(flops=None, bytes_moved=4.0))
+        ROOF.place(_timing(flops=None, bytes_moved=4.0))
 
 
 def test_bad_arguments_are_rejected():
