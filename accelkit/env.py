@@ -231,12 +231,18 @@ def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:
     return {k: Capability(k, what, *found[k]) for k, what in CAPABILITIES.items()}
 
 
+def _units(cls: hardware.HardwareClass) -> str:
+    return ", ".join(u for u, has in (("bf16", cls.bf16_units), ("fp16", cls.fp16_units),
+                                      ("tf32", cls.tf32), ("fp8", cls.fp8)) if has)
+
+
 def class_list() -> str:
     """Return a Markdown table of every hardware class (``doctor --hardware list``)."""
-    lines = ["| class | what | autocast | GradScaler | Keras policy | profile |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| `{c.name}` | {c.title} | {c.amp_dtype} | {'yes' if c.grad_scaler else 'no'} "
-              f"| {c.keras_policy} | {c.profile} |" for c in hardware.CLASSES.values()]
+    lines = ["| class | what | matrix units | autocast | GradScaler | Keras policy | profile |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.title} | {_units(c) or 'fp32 only'} | {c.amp_dtype} | "
+              f"{'yes' if c.grad_scaler else 'no'} | {c.keras_policy} | {c.profile} |"
+              for c in hardware.CLASSES.values()]
     return "\n".join(lines)
 
 
@@ -257,11 +263,9 @@ def class_card(cls: hardware.HardwareClass, heading: str = "", path: Any = None)
     from accelkit import precision
 
     amp = precision.amp_choice(hw=cls)
-    units = [u for u, has in (("bf16", cls.bf16_units), ("fp16", cls.fp16_units),
-                              ("tf32", cls.tf32), ("fp8", cls.fp8)) if has]
     peaks = ", ".join(f"{k} {v:g}" for k, v in cls.peak_tflops.items())
     lines = [heading or f"## Hardware class: {cls.name}", "", f"- {cls.title} (kind {cls.kind})",
-             f"- native matrix units: {', '.join(units) or 'none beyond fp32'}"]
+             f"- native matrix units: {_units(cls) or 'none beyond fp32'}"]
     if cls.memory_gib:
         lines.append(f"- memory: {cls.memory_gib:g} GB")
     if peaks:

@@ -311,6 +311,10 @@ def test_doctor_hardware_names_the_decisions():
     assert "ONEDNN_MAX_CPU_ISA=AVX2" in avx2
     listing = env.doctor("list")
     assert all(f"`{name}`" in listing for name in hardware.CLASSES)
+    rows = [line.split(" | ") for line in listing.splitlines() if line.startswith("| `")]
+    # the units column (06 points there for fp8): fails if it disagrees with the table
+    assert {r[0].strip("| `") for r in rows if "fp8" in r[2]} == {
+        c.name for c in hardware.CLASSES.values() if c.fp8}
 
 
 @pytest.mark.parametrize("name", ["l40s", "b200", "h20", "p100", "a100-40gb", "rtx-4090",
