@@ -71,7 +71,7 @@ def profile(name: str | None = None) -> Profile:
 
     Returns:
         The resolved :class:`Profile`. ``auto`` becomes ``full`` when
-        :func:`accelkit.device.has_accelerator` finds a GPU/TPU, else ``ci``.
+        :func:`accelkit.device.accelerator_name` finds a GPU/TPU, else ``ci``.
 
     Raises:
         ValueError: for an unknown profile name (lists the valid ones).

@@ -12,8 +12,8 @@ NVML (``nvidia-ml-py``), never from a CUDA context, so a later fork-based launch
 Elsewhere: TensorFlow's devices, its quiet import and its device configuration in
 :mod:`accelkit.tf`; what a device *can do* (fast bf16/fp16 units, datasheet peaks) in
 the hardware-class table, :mod:`accelkit.hardware`, which probes through this module; the
-devices with their class's ``supports_*`` flags in :func:`accelkit.env.torch_devices`.  This
-module imports neither (no import cycle with :mod:`accelkit.hardware`).
+devices with their class's ``supports_*`` flags and the machine's summary (the hardware card)
+in :mod:`accelkit.env`.  This module imports neither (no import cycle).
 """
 
 from __future__ import annotations
