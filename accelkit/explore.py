@@ -1,18 +1,13 @@
 """Interactive explorers: the course's models as sliders (JupyterLab, Colab), or a static figure.
 
-Each entry point computes a model's numbers, from a notebook's measured case, with the function
-the notebook checks against measurements, and returns them as a view: :func:`roofline` (00,
-:class:`accelkit.roofline.Roofline`), :func:`memory` (01, :mod:`accelkit.memory`), :func:`pipeline`
-(01, :func:`accelkit.comm.bubble_fraction`), :func:`mfu` (06, :func:`accelkit.gpt.mfu`).  A view
-shows itself as a notebook cell's last expression (``_ipython_display_``) or with ``view.show()``:
-widgets that recompute it on every change (core widgets only, which Colab renders without a custom
-widget manager; the readout in an ``HTML`` widget of CSS class ``ak-explore-readout``, which the
-browser check reads), or (static) its figure, readout and the call that reproduces it.  The mode
-is :func:`is_interactive`'s; the course's runners set ``$ACCELKIT_EXPLORE=static``
-(``tools/run_notebooks.py``, ``notebooks/conftest.py``): no front end opens widgets' comms there.
-The course's other plots: :mod:`accelkit.plot`.
-
-Example: ``ak.explore.memory(n_params, strategy="zero3", world_size=8, device="h100")``
+Each entry point computes a model's numbers with the function a notebook checks against its
+measurements and returns them as a view: :func:`roofline` (00), :func:`memory` (01),
+:func:`pipeline` (01), :func:`mfu` (06).  A view shows itself as a notebook cell's last
+expression or with ``view.show()``: core widgets that recompute it on every change (Colab renders
+them without a custom widget manager; the readout is an ``HTML`` widget of CSS class
+``ak-explore-readout``, which the browser check reads), or (static: :func:`is_interactive`; the
+course's runners set ``$ACCELKIT_EXPLORE=static``) its figure, readout and the call that
+reproduces it.  Example: ``ak.explore.memory(7_000_000_000, strategy="zero3", world_size=8)``
 """
 
 from __future__ import annotations
@@ -22,16 +17,16 @@ import html
 import importlib.util
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
 
 from accelkit import comm, hardware, plot
 from accelkit import device as _device
 from accelkit import memory as mem
 from accelkit import roofline as rl
 
-#: The environment variable that forces the mode (see the module docstring).
+#: The environment variable that forces the mode (see :func:`is_interactive`).
 MODE_ENV = "ACCELKIT_EXPLORE"
 READOUT_CLASS = "ak-explore-readout"
 
@@ -42,67 +37,44 @@ def is_interactive() -> bool:
     False; ``interactive`` → True where ipywidgets imports; empty or ``auto`` → True where
     ipywidgets imports *and* this runs in an IPython kernel (JupyterLab, Colab, VS Code).
 
-    Raises:
-        ValueError: for another ``$ACCELKIT_EXPLORE``.
+    Raises ValueError for another ``$ACCELKIT_EXPLORE``.
     """
     mode = os.environ.get(MODE_ENV, "").strip().lower()
-    if mode in ("static", "0", "off"):
-        return False
-    if mode not in ("", "auto", "interactive"):
+    if mode not in ("", "auto", "interactive", "static", "0", "off"):
         raise ValueError(f"${MODE_ENV} must be 'static', 'interactive' or 'auto', got {mode!r}")
-    if importlib.util.find_spec("ipywidgets") is None:
+    if mode in ("static", "0", "off") or importlib.util.find_spec("ipywidgets") is None:
         return False
-    if mode == "interactive":
-        return True
     from IPython import get_ipython
 
     shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
+    return mode == "interactive" or (shell is not None and getattr(shell, "kernel", None) is not None)
 
 
-@dataclass(frozen=True)
-class Control:
-    """One setting's control: ``kind`` ``"log"``/``"logint"`` (a float/an int on a log slider,
-    ``low``..``high`` in the value's unit), ``"int"`` (a slider), ``"choice"`` (a dropdown of
-    ``options``) or ``"bool"`` (a checkbox); ``label`` the text beside it."""
+def _widget(spec: tuple[Any, ...], value: Any) -> Any:
+    """An ipywidget for a control ``spec`` set to ``value`` (a range widens to hold it):
+    ``("log"|"logint"|"int", label, low, high)`` (a float/an int on a log slider, an int slider),
+    ``("choice", label, options)`` (a dropdown) or ``("bool", label)`` (a checkbox)."""
+    import ipywidgets as w
 
-    kind: str
-    label: str
-    low: float = 1
-    high: float = 100
-    options: Sequence[Any] = ()
-
-    def widget(self, value: Any) -> Any:
-        """Return an ipywidget set to ``value`` (the range widens to hold it)."""
-        import ipywidgets as w
-
-        style = {"description_width": "initial"}
-        common = dict(description=self.label, style=style, layout=w.Layout(width="360px"))
-        if self.kind == "choice":
-            return w.Dropdown(options=list(dict.fromkeys([*self.options, value])), value=value, **common)
-        if self.kind == "bool":
-            return w.Checkbox(value=bool(value), description=self.label, style=style)
-        if self.kind in ("log", "logint"):
-            value = max(value, self.low) if value <= 0 else value  # a log slider has no 0
-        lo, hi = min(self.low, value), max(self.high, value)
-        if self.kind in ("log", "logint"):
-            return w.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.05,
-                                    readout_format=".3g", continuous_update=False, **common)
-        if self.kind == "int":
-            return w.IntSlider(value=value, min=int(lo), max=int(hi), continuous_update=False, **common)
-        raise ValueError(f"unknown control kind {self.kind!r}")
-
-    def read(self, widget: Any) -> Any:
-        """Return the widget's value as the setting's type (``"logint"`` rounds to an int)."""
-        return max(1, round(widget.value)) if self.kind == "logint" else widget.value
+    kind, label, *rest = spec
+    common: dict[str, Any] = dict(description=label, style={"description_width": "initial"})
+    if kind == "bool":
+        return w.Checkbox(value=bool(value), **common)
+    common["layout"] = w.Layout(width="360px")
+    if kind == "choice":
+        return w.Dropdown(options=list(dict.fromkeys([*rest[0], value])), value=value, **common)
+    value = value if value > 0 or kind == "int" else rest[0]  # a log slider has no 0
+    lo, hi = min(rest[0], value), max(rest[1], value)
+    if kind == "int":
+        return w.IntSlider(value=value, min=int(lo), max=int(hi), continuous_update=False, **common)
+    return w.FloatLogSlider(value=value, base=10, min=math.log10(lo), max=math.log10(hi), step=0.05,
+                            readout_format=".3g", continuous_update=False, **common)
 
 
-def as_code(name: str, settings: Mapping[str, Any], names: Mapping[str, str] = {}) -> str:
-    """Return the call that reproduces ``settings``: ``ak.explore.<name>(key=value, ...)``.
-
-    Floats (also inside dicts and lists) are written with 6 significant digits; the settings in
-    ``names`` (objects, not literals) as that name (``{"roof": "roof"}``).
-    """
+def as_code(name: str, settings: Mapping[str, Any]) -> str:
+    """Return the call that reproduces ``settings``: ``ak.explore.<name>(key=value, ...)``, floats
+    (also inside dicts and lists) with 6 significant digits, a setting that is no such literal
+    (``roof``, a tuple of ``points``) as its own name (``roof=roof``)."""
     def lit(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:.6g}"
@@ -112,25 +84,21 @@ def as_code(name: str, settings: Mapping[str, Any], names: Mapping[str, str] = {
             return "[" + ", ".join(lit(x) for x in v) + "]"
         return repr(v)
 
-    return f"ak.explore.{name}({', '.join(f'{k}={names.get(k) or lit(v)}' for k, v in settings.items())})"
+    plain = (int, float, str, dict, list, type(None))
+    args = (f"{k}={lit(v) if isinstance(v, plain) else k}" for k, v in settings.items())
+    return f"ak.explore.{name}({', '.join(args)})"
 
 
-class _View:
-    """What every view shares: the settings it was computed from (the entry point's keyword
-    arguments), ``show()`` and the notebook display hook.  Each view defines ``draw()`` (a
-    matplotlib Figure), ``readout()`` (text) and ``controls()`` (setting -> :class:`Control`)."""
+class _View(SimpleNamespace):
+    """A view: the numbers an entry point computed, as attributes, and ``settings`` (its keyword
+    arguments).  Each view has ``draw()`` (a matplotlib Figure), ``readout()`` (text) and
+    ``controls()`` (setting -> control spec, see :func:`_widget`)."""
 
-    entry: ClassVar[str]  # the entry point that computes it
-    names: ClassVar[Mapping[str, str]] = {}  # settings printed as names (see as_code)
-    settings: dict[str, Any]
-    draw: Callable[[], Any]
-    readout: Callable[[], str]
-    controls: Callable[[], dict[str, Control]]
+    entry = ""  # the entry point that computes it
 
-    def recompute(self, settings: dict[str, Any]) -> _View:
+    def recompute(self, settings: dict[str, Any]) -> Any:
         """The view of other settings (the entry point called with them)."""
-        view: _View = globals()[self.entry](**settings)
-        return view
+        return globals()[self.entry](**settings)
 
     def show(self) -> None:
         """Show the explorer: widgets that recompute the view on every change, or (static) the
@@ -141,18 +109,19 @@ class _View:
             fig = self.draw()
             plt.show()
             plt.close(fig)
-            print(self.readout(), as_code(self.entry, self.settings, self.names), sep="\n")
+            print(self.readout(), as_code(self.entry, self.settings), sep="\n")
             return
         import ipywidgets as w
         from IPython.display import display
 
         controls = self.controls()
-        boxes = {k: c.widget(self.settings[k]) for k, c in controls.items()}
+        boxes = {k: _widget(spec, self.settings[k]) for k, spec in controls.items()}
         readout, out = w.HTML(), w.Output()
         readout.add_class(READOUT_CLASS)
 
         def update(_: Any = None) -> None:
-            now = {**self.settings, **{k: controls[k].read(b) for k, b in boxes.items()}}
+            now = {**self.settings, **{k: b.value for k, b in boxes.items()}}
+            now.update({k: max(1, round(now[k])) for k, s in controls.items() if s[0] == "logint"})
             with out:
                 out.clear_output(wait=True)
                 try:
@@ -163,7 +132,7 @@ class _View:
                     return
                 plt.show()
                 plt.close(fig)
-            code = as_code(self.entry, now, self.names)
+            code = as_code(self.entry, now)
             readout.value = f"<pre>{html.escape(view.readout())}\n{html.escape(code)}</pre>"
 
         for box in boxes.values():
@@ -179,29 +148,17 @@ class _View:
 OPS = ("matmul", "add")
 
 
-@dataclass(frozen=True)
 class RooflineView(_View):
     """An op on a measured roofline: ``label`` (``"matmul 512 fp32"``), ``dtype`` (its roof),
     ``flops``, ``bytes_moved`` (memory traffic, :meth:`accelkit.roofline.Roofline.traffic`),
     ``intensity`` (FLOP/B), ``attainable_tflops``, ``bound`` (``"memory"``/``"compute"``),
     ``predicted_s`` (the time at the roof, s), ``ridge`` (FLOP/B)."""
 
-    entry: ClassVar[str] = "roofline"
-    names: ClassVar[Mapping[str, str]] = {"roof": "roof", "points": "points"}
-    label: str
-    dtype: str
-    flops: float
-    bytes_moved: float
-    intensity: float
-    attainable_tflops: float
-    bound: str
-    predicted_s: float
-    ridge: float
-    settings: dict[str, Any] = field(repr=False, compare=False)
+    entry = "roofline"
 
     def draw(self) -> Any:
-        """Draw :func:`accelkit.plot.roofline` (with the measured ``points``) and the op as a red
-        star (``gid="explore-point"``) at (intensity, attainable TFLOP/s); return the Figure."""
+        """:func:`accelkit.plot.roofline` with the measured ``points``, and the op as a red star
+        (``gid="explore-point"``) at (intensity, attainable TFLOP/s)."""
         roof = self.settings["roof"]
         ax = plot.roofline(roof, self.settings["points"],
                            title=f"{self.label} on the roofline of {roof.device}")
@@ -218,11 +175,10 @@ class RooflineView(_View):
                 f"FLOP/B); at most {self.attainable_tflops:.3g} TFLOP/s -> at least "
                 f"{self.predicted_s * 1e3:.3g} ms")
 
-    def controls(self) -> dict[str, Control]:
+    def controls(self) -> dict[str, tuple[Any, ...]]:
         """Op, size, dtype (the roof's)."""
-        return {"op": Control("choice", "op", options=OPS),
-                "size": Control("logint", "size (matmul n / add elements)", 8, 2**30),
-                "dtype": Control("choice", "dtype", options=list(self.settings["roof"].peak_tflops))}
+        return {"op": ("choice", "op", OPS), "size": ("logint", "size (matmul n / add elements)", 8, 2**30),
+                "dtype": ("choice", "dtype", list(self.settings["roof"].peak_tflops))}
 
 
 def roofline(roof: rl.Roofline, *, op: str = "matmul", size: int = 512, dtype: str = "fp32",
@@ -234,15 +190,10 @@ def roofline(roof: rl.Roofline, *, op: str = "matmul", size: int = 512, dtype: s
     ``size``.  Bytes: ``roof.traffic(read, written)``, as notebook 00 places its measured kernels.
     The predicted time is a lower bound (real kernels reach part of their roof, as ``points`` show).
 
-    Args:
-        roof: from :func:`accelkit.roofline.measure`; ``dtype`` one it measured.
-        points: measured placements to draw too (:meth:`accelkit.roofline.Roofline.place`).
-
-    Returns:
-        A :class:`RooflineView` (controls: op, size, dtype).
-
-    Raises:
-        ValueError: for an unknown op, a size < 1 or a dtype ``roof`` did not measure.
+    ``roof``: from :func:`accelkit.roofline.measure`, ``dtype`` one it measured; ``points``:
+    measured placements to draw too (:meth:`accelkit.roofline.Roofline.place`).  Returns a
+    :class:`RooflineView`.  Raises ValueError for an unknown op, a size < 1 or a dtype ``roof``
+    did not measure.
 
     Example: ``ak.explore.roofline(roof, op="matmul", size=n_mm, points=points)``
     """
@@ -253,9 +204,10 @@ def roofline(roof: rl.Roofline, *, op: str = "matmul", size: int = 512, dtype: s
     flops, elems = (2.0 * size**3, size**2) if op == "matmul" else (float(size), size)
     nbytes = roof.traffic(2 * elems * item, elems * item)
     ai = flops / nbytes
-    return RooflineView(f"{op} {size} {key}", key, flops, nbytes, ai, roof.attainable_tflops(ai, key),
-                        roof.bound(ai, key), roof.predicted_s(flops, nbytes, key), roof.ridge_point(key),
-                        dict(roof=roof, op=op, size=size, dtype=key, points=points))
+    return RooflineView(label=f"{op} {size} {key}", dtype=key, flops=flops, bytes_moved=nbytes, intensity=ai,
+                        attainable_tflops=roof.attainable_tflops(ai, key), bound=roof.bound(ai, key),
+                        predicted_s=roof.predicted_s(flops, nbytes, key), ridge=roof.ridge_point(key),
+                        settings=dict(roof=roof, op=op, size=size, dtype=key, points=tuple(points)))
 
 
 # ----------------------------------------------------------------------------- memory
@@ -267,12 +219,8 @@ STRATEGY_NAMES = {"single": "single", "dp": "DP", "zero1": "ZeRO-1", "zero2": "Z
 
 
 def device_bytes(name: str) -> float:
-    """Return a device's memory, bytes: a hardware class's ``memory_gib``
-    (:data:`accelkit.hardware.CLASSES`), or :data:`THIS_MACHINE`'s RAM (NaN when unknown).
-
-    Raises:
-        ValueError: for a class without a memory size (CPUs: use :data:`THIS_MACHINE`).
-    """
+    """Return a device's memory, bytes: a hardware class's ``memory_gib``, or :data:`THIS_MACHINE`'s
+    RAM (NaN when unknown).  Raises ValueError for a class without one (CPUs: use THIS_MACHINE)."""
     if name == THIS_MACHINE:
         return float(_device.system_memory_bytes() or 0) or float("nan")
     gib = hardware.get(name).memory_gib
@@ -286,25 +234,17 @@ def _unit(nbytes: float) -> tuple[str, float]:
                 ("B", 1.0))
 
 
-@dataclass(frozen=True)
 class MemoryView(_View):
     """Memory per device: ``estimates`` (:func:`accelkit.memory.table`, every strategy),
     ``chosen`` (the chosen strategy's), ``peak`` (:func:`accelkit.memory.per_device` with
     ``largest_param``, for DP/ZeRO-3 in fp32 when it is known, else None), the ``device``'s
     ``device_bytes`` (NaN: unknown), ``fits`` (the peak, else the steady total, in 90 % of it)."""
 
-    entry: ClassVar[str] = "memory"
-    estimates: list[mem.MemoryEstimate]
-    chosen: mem.MemoryEstimate
-    peak: mem.MemoryEstimate | None
-    device: str
-    device_bytes: float
-    fits: bool
-    settings: dict[str, Any] = field(repr=False, compare=False)
+    entry = "memory"
 
     def draw(self) -> Any:
-        """Draw a stacked bar per strategy (and the chosen one's peak) and 90 % of the device;
-        return the Figure (a bar container per part, in :func:`_unit` of the largest total)."""
+        """A stacked bar per strategy (and the chosen one's peak) and 90 % of the device: one bar
+        container per part, in :func:`_unit` of the largest total."""
         import matplotlib.pyplot as plt
 
         parts = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")
@@ -342,57 +282,43 @@ class MemoryView(_View):
                 f"{c.total_bytes / scale:.3g} {unit} per device")
         if pk is not None:
             text += f", peak of a step {pk.total_bytes / scale:.3g} {unit}"
-        size = f"{dev / 2**30:.3g} GiB" if dev == dev else "unknown size"
-        return text + f"\n{self.device} ({size}): {'fits' if self.fits else 'does NOT fit'} (90% usable)"
+        return text + (f"\n{self.device} ({f'{dev / 2**30:.3g} GiB' if dev == dev else 'unknown size'}): "
+                       f"{'fits' if self.fits else 'does NOT fit'} (90% usable)")
 
-    def controls(self) -> dict[str, Control]:
+    def controls(self) -> dict[str, tuple[Any, ...]]:
         """Sliders: parameters, batch, devices N; dropdowns: strategy, precision, optimizer, device."""
         devices = [c.name for c in hardware.CLASSES.values() if c.memory_gib] + [THIS_MACHINE]
-        return {"n_params": Control("logint", "parameters", 1e5, 1e12),
-                "batch": Control("logint", "global batch", 1, 4096),
-                "world_size": Control("int", "devices N", 1, 64),
-                "strategy": Control("choice", "strategy", options=mem.STRATEGIES),
-                "precision": Control("choice", "precision", options=list(PRECISIONS)),
-                "optimizer": Control("choice", "optimizer", options=list(mem.OPTIMIZER_STATE_BYTES)),
-                "device": Control("choice", "device", options=devices)}
+        return {"n_params": ("logint", "parameters", 1e5, 1e12), "batch": ("logint", "global batch", 1, 4096),
+                "world_size": ("int", "devices N", 1, 64), "strategy": ("choice", "strategy", mem.STRATEGIES),
+                "precision": ("choice", "precision", list(PRECISIONS)),
+                "optimizer": ("choice", "optimizer", list(mem.OPTIMIZER_STATE_BYTES)),
+                "device": ("choice", "device", devices)}
 
 
 def memory(n_params: int, *, strategy: str = "dp", world_size: int = 2, batch: int = 1,
-           sample_activation_bytes: float = 0.0, widths: Sequence[int] | None = None,
-           precision: str = "fp32", optimizer: str = "adam", largest_param: int | None = None,
-           device: str = THIS_MACHINE) -> MemoryView:
+           widths: Sequence[int] | None = None, precision: str = "fp32", optimizer: str = "adam",
+           largest_param: int | None = None, device: str = THIS_MACHINE) -> MemoryView:
     """Explore the memory one device needs per strategy (steady state: :func:`accelkit.memory.table`),
     the chosen strategy's step peak where the course models it (DP and ZeRO-3 in fp32 with
-    ``largest_param``), and whether it fits in 90 % of the device.  Activation checkpointing is
-    not modelled (lower ``batch`` or ``sample_activation_bytes`` to see fewer saved activations).
+    ``largest_param``), and whether it fits in 90 % of the device; returns a :class:`MemoryView`.
 
     Args:
         n_params, strategy, world_size, optimizer, largest_param: as :func:`accelkit.memory.per_device`.
         batch: global batch, samples.
-        sample_activation_bytes: activations saved for backward per sample, bytes (when
-            ``widths`` is None).
-        widths: an MLP's layer widths ``[d0, ..., dL]``: activations from
-            :func:`accelkit.memory.mlp_activation_bytes` in the chosen precision.
+        widths: an MLP's layer widths ``[d0, ..., dL]``: its activations
+            (:func:`accelkit.memory.mlp_activation_bytes`, in the chosen precision); None: none.
         precision: a key of :data:`PRECISIONS`.
         device: a hardware class with memory (``"h100"``, ``"t4"`` ...) or :data:`THIS_MACHINE`.
 
-    Returns:
-        A :class:`MemoryView`.
-
-    Raises:
-        ValueError: for an unknown precision or device, and as :func:`accelkit.memory.per_device`.
+    Raises ValueError for an unknown precision or device, and as :func:`accelkit.memory.per_device`.
 
     Example: ``ak.explore.memory(7_000_000_000, strategy="zero3", world_size=8, device="h100")``
     """
-    settings: dict[str, Any] = dict(
-        n_params=n_params, strategy=strategy, world_size=world_size, batch=batch,
-        sample_activation_bytes=sample_activation_bytes, widths=list(widths) if widths else None,
-        precision=precision, optimizer=optimizer, largest_param=largest_param, device=device)
+    settings = {**locals(), "widths": list(widths) if widths else None}
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     pb, master = PRECISIONS[precision]
-    act = (mem.mlp_activation_bytes(batch, widths, dtype_bytes=pb) if widths
-           else sample_activation_bytes * batch)
+    act = mem.mlp_activation_bytes(batch, widths, dtype_bytes=pb) if widths else 0
     strategies = [s for s in mem.STRATEGIES if s != "single" or world_size == 1]
     est = mem.table(n_params, world_size, strategies, param_bytes=pb, master_bytes=master,
                     optimizer=optimizer, activation_bytes=act)
@@ -404,28 +330,21 @@ def memory(n_params: int, *, strategy: str = "dp", world_size: int = 2, batch: i
         peak = mem.per_device(n_params, strategy, world_size, param_bytes=pb, optimizer=optimizer,
                               largest_param=largest_param, activation_bytes=act)
     dev = device_bytes(device)
-    return MemoryView(est, chosen, peak, device, dev, dev == dev and (peak or chosen).fits(dev), settings)
+    return MemoryView(estimates=est, chosen=chosen, peak=peak, device=device, device_bytes=dev,
+                      fits=dev == dev and (peak or chosen).fits(dev), settings=settings)
 
 
 # ----------------------------------------------------------------------------- pipeline
-@dataclass(frozen=True)
 class PipelineView(_View):
     """GPipe with p = ``stages``, m = ``microbatches``: its ``schedule``
     (:func:`accelkit.comm.gpipe_schedule`), ``length`` (slots per step), ``bubble`` (each
     stage's idle fraction, :func:`accelkit.comm.bubble_fraction`)."""
 
-    entry: ClassVar[str] = "pipeline"
-    stages: int
-    microbatches: int
-    schedule: list[comm.Slot]
-    length: int
-    bubble: float
-    settings: dict[str, Any] = field(repr=False, compare=False)
+    entry = "pipeline"
 
     def draw(self) -> Any:
-        """Draw the schedule (left: a row per stage, forward blue, backward orange) and the bubble
-        against m for this p (right, ``gid="explore-bubble"``), the ``measured`` idle fractions as
-        triangles; return the Figure."""
+        """The schedule (left: a row per stage, forward blue, backward orange) and the bubble
+        against m for this p (right, ``gid="explore-bubble"``), the ``measured`` as triangles."""
         import matplotlib.pyplot as plt
 
         p, m, measured = self.stages, self.microbatches, self.settings["measured"] or {}
@@ -453,15 +372,14 @@ class PipelineView(_View):
         return (f"p = {self.stages} stages, m = {self.microbatches} micro-batches: each stage is busy "
                 f"{2 * self.microbatches} of {self.length} slots, bubble (p−1)/(m+p−1) = {self.bubble:.3f}")
 
-    def controls(self) -> dict[str, Control]:
+    def controls(self) -> dict[str, tuple[Any, ...]]:
         """Sliders: stages, micro-batches."""
-        return {"stages": Control("int", "stages p", 1, 16),
-                "microbatches": Control("int", "micro-batches m", 1, 64)}
+        return {"stages": ("int", "stages p", 1, 16), "microbatches": ("int", "micro-batches m", 1, 64)}
 
-    def recompute(self, settings: dict[str, Any]) -> _View:
+    def recompute(self, settings: dict[str, Any]) -> Any:
         """As :meth:`_View.recompute`; the measured fractions only for the start p."""
-        return pipeline(**{**settings, "measured": settings["measured"] if settings["stages"] == self.stages
-                           else None})
+        same_p = settings["stages"] == self.stages
+        return pipeline(**{**settings, "measured": settings["measured"] if same_p else None})
 
 
 def pipeline(stages: int, microbatches: int, *, measured: Mapping[int, float] | None = None) -> PipelineView:
@@ -474,11 +392,11 @@ def pipeline(stages: int, microbatches: int, *, measured: Mapping[int, float] | 
 
     Example: ``ak.explore.pipeline(4, 12)``
     """
-    settings = dict(stages=stages, microbatches=microbatches,
-                    measured=dict(measured) if measured else None)
-    return PipelineView(stages, microbatches, comm.gpipe_schedule(stages, microbatches),
-                        comm.schedule_length(stages, microbatches),
-                        comm.bubble_fraction(stages, microbatches), settings)
+    settings = dict(stages=stages, microbatches=microbatches, measured=dict(measured) if measured else None)
+    return PipelineView(stages=stages, microbatches=microbatches,
+                        schedule=comm.gpipe_schedule(stages, microbatches),
+                        length=comm.schedule_length(stages, microbatches),
+                        bubble=comm.bubble_fraction(stages, microbatches), settings=settings)
 
 
 # ----------------------------------------------------------------------------- MFU
@@ -486,43 +404,32 @@ GIVEN = "peak_tflops as given"
 
 
 def peaks() -> dict[str, float]:
-    """Return ``{"<class> <dtype>": dense datasheet TFLOP/s}`` for every GPU/TPU class
-    (:data:`accelkit.hardware.CLASSES`)."""
+    """Return ``{"<class> <dtype>": dense datasheet TFLOP/s}`` of every hardware class with peaks."""
     return {f"{c.name} {d}": v for c in hardware.CLASSES.values() for d, v in c.peak_tflops.items()}
 
 
 @functools.lru_cache(maxsize=64)
-def _param_counts(n_layer: int, n_head: int, n_embd: int, seq_len: int, vocab_size: int) -> tuple[int, int]:
-    """``(N, N_blocks)``: :func:`accelkit.gpt.n_params` and the blocks' parameters, of a GPT built
-    on PyTorch's ``meta`` device (shapes only, no memory)."""
+def _param_counts(cfg: Any) -> tuple[int, int]:
+    """``(N, N_blocks)``: :func:`accelkit.gpt.n_params` and the blocks' parameters of the GPT of
+    ``cfg`` (a :class:`accelkit.gpt.GPTConfig`), built on PyTorch's ``meta`` device (no memory)."""
     import torch
 
     from accelkit import gpt
 
-    cfg = gpt.GPTConfig(vocab_size=vocab_size, block_size=seq_len, n_layer=n_layer, n_head=n_head,
-                        n_embd=n_embd)
     with torch.device("meta"):
         model = gpt.GPT(cfg)
     return gpt.n_params(model), sum(p.numel() for p in model.blocks.parameters())
 
 
-@dataclass(frozen=True)
 class MfuView(_View):
     """A GPT's utilisation: ``n_params`` (N, non-embedding), ``flops_per_token`` (model FLOPs),
     ``recompute_flops`` (per token, that checkpointing adds; 0 without), ``peak_tflops``
     (divided by), ``mfu`` and ``hfu`` (fractions)."""
 
-    entry: ClassVar[str] = "mfu"
-    n_params: int
-    flops_per_token: float
-    recompute_flops: float
-    peak_tflops: float
-    mfu: float
-    hfu: float
-    settings: dict[str, Any] = field(repr=False, compare=False)
+    entry = "mfu"
 
     def draw(self) -> Any:
-        """Draw MFU and HFU as two bars, ``100·mfu`` and ``100·hfu`` % of the peak; return the Figure."""
+        """MFU and HFU as two bars, ``100·mfu`` and ``100·hfu`` % of the peak."""
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(6.4, 1.9))
@@ -542,16 +449,14 @@ class MfuView(_View):
                 f"{self.peak_tflops:.3g} TFLOP/s = MFU {self.mfu:.2%}; HFU {self.hfu:.2%}"
                 + (f" (+{extra:.0%} FLOPs recomputed)" if extra else ""))
 
-    def controls(self) -> dict[str, Control]:
+    def controls(self) -> dict[str, tuple[Any, ...]]:
         """Layers, width (divisible by the heads), sequence, tokens/s, peak, checkpointing."""
         h = self.settings["n_head"]
         widths = {self.settings["n_embd"]} | {h * 32 * k for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48)}
-        return {"n_layer": Control("int", "layers L", 1, 96),
-                "n_embd": Control("choice", "width d", options=sorted(widths)),
-                "seq_len": Control("logint", "sequence T", 16, 131072),
-                "tokens_per_s": Control("log", "tokens/s", 1e2, 1e7),
-                "peak": Control("choice", "peak", options=[GIVEN, *peaks()]),
-                "checkpoint": Control("bool", "checkpoint every block")}
+        return {"n_layer": ("int", "layers L", 1, 96), "n_embd": ("choice", "width d", sorted(widths)),
+                "seq_len": ("logint", "sequence T", 16, 131072),
+                "tokens_per_s": ("log", "tokens/s", 1e2, 1e7), "peak": ("choice", "peak", [GIVEN, *peaks()]),
+                "checkpoint": ("bool", "checkpoint every block")}
 
 
 def mfu(*, n_layer: int, n_head: int, n_embd: int, seq_len: int, tokens_per_s: float, peak_tflops: float,
@@ -562,6 +467,7 @@ def mfu(*, n_layer: int, n_head: int, n_embd: int, seq_len: int, tokens_per_s: f
     :func:`accelkit.gpt.mfu`, N from :func:`accelkit.gpt.n_params` of this shape); HFU adds the
     FLOPs activation checkpointing recomputes (:func:`accelkit.gpt.recompute_flops_per_token`):
     notebook 06's functions.  Moving the shape keeps the tokens/s ("what MFU would this need?").
+    Returns an :class:`MfuView`.
 
     Args:
         n_layer, n_head, n_embd, seq_len, vocab_size: the GPT (:class:`accelkit.gpt.GPTConfig`).
@@ -570,30 +476,25 @@ def mfu(*, n_layer: int, n_head: int, n_embd: int, seq_len: int, tokens_per_s: f
         peak: :data:`GIVEN` or a key of :func:`peaks` (``"h100 bf16"``).
         checkpoint: every block recomputes its forward in the backward (HFU > MFU).
 
-    Returns:
-        An :class:`MfuView`.
-
-    Raises:
-        ValueError: for a shape ``GPTConfig`` rejects, an unknown peak, or ``peak_tflops <= 0``.
+    Raises ValueError for a shape ``GPTConfig`` rejects, an unknown peak, or ``peak_tflops <= 0``.
 
     Example: ``ak.explore.mfu(n_layer=12, n_head=12, n_embd=768, seq_len=1024, tokens_per_s=1e5,
     peak_tflops=989.4)``
     """
+    settings = dict(locals())
     from accelkit import gpt
 
-    settings: dict[str, Any] = dict(n_layer=n_layer, n_head=n_head, n_embd=n_embd, seq_len=seq_len,
-                                    tokens_per_s=tokens_per_s, peak_tflops=peak_tflops,
-                                    vocab_size=vocab_size, peak=peak, checkpoint=checkpoint)
     cfg = gpt.GPTConfig(vocab_size=vocab_size, block_size=seq_len, n_layer=n_layer, n_head=n_head,
                         n_embd=n_embd)
-    n, n_blocks = _param_counts(n_layer, n_head, n_embd, seq_len, vocab_size)
+    n, n_blocks = _param_counts(cfg)
     fpt = gpt.flops_per_token(cfg, n)
     extra = gpt.recompute_flops_per_token(cfg, n_blocks) if checkpoint else 0.0
     pk = peak_tflops if peak == GIVEN else peaks()[peak]
-    return MfuView(n, fpt, extra, pk, gpt.mfu(tokens_per_s, fpt, pk), gpt.mfu(tokens_per_s, fpt + extra, pk),
-                   settings)
+    return MfuView(n_params=n, flops_per_token=fpt, recompute_flops=extra, peak_tflops=pk,
+                   mfu=gpt.mfu(tokens_per_s, fpt, pk), hfu=gpt.mfu(tokens_per_s, fpt + extra, pk),
+                   settings=settings)
 
 
-__all__ = ["GIVEN", "MODE_ENV", "OPS", "PRECISIONS", "READOUT_CLASS", "THIS_MACHINE", "Control", "MemoryView",
-           "MfuView", "PipelineView", "RooflineView", "as_code", "device_bytes", "is_interactive", "memory",
-           "mfu", "peaks", "pipeline", "roofline"]
+__all__ = ["GIVEN", "MODE_ENV", "OPS", "PRECISIONS", "READOUT_CLASS", "THIS_MACHINE", "MemoryView", "MfuView",
+           "PipelineView", "RooflineView", "as_code", "device_bytes", "is_interactive", "memory", "mfu",
+           "peaks", "pipeline", "roofline"]

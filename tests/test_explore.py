@@ -57,7 +57,7 @@ def test_runner_and_nbval_force_the_static_fallback():
 def test_settings_print_as_a_call_that_reproduces_them():
     code = explore.as_code("memory", {"n_params": 10, "strategy": "zero3", "bus": 0.123456789,
                                  "measured": {1: 0.5112072229}, "widths": [64, 10],
-                                 "roof": ROOF}, names={"roof": "roof"})
+                                 "roof": ROOF})  # an object: written as its name
     assert code == ("ak.explore.memory(n_params=10, strategy='zero3', bus=0.123457, "
                     "measured={1: 0.511207}, widths=[64, 10], roof=roof)")
 
