@@ -330,7 +330,7 @@ def cold_and_warm(fn: Callable[..., Any], *args: Any, device: Any = None,
     """Compile ``fn`` twice in a fresh Inductor cache folder: cold, then warm.
 
     Inside ``torch._inductor.utils.fresh_cache`` (a new ``TORCHINDUCTOR_CACHE_DIR``, deleted
-    afterwards; the previous value, e.g. the per-class folder ``accelkit.emulation`` sets, is
+    afterwards; the previous value, e.g. the per-class folder ``accelkit.hardware.apply_emulation`` sets, is
     restored): ``torch._dynamo.reset()`` and a first call, which compiles from scratch (a
     cache miss); then ``torch._dynamo.reset()`` and Inductor's in-memory caches cleared, as
     in a new process, and a second call, which loads the graph from the on-disk cache.

@@ -380,7 +380,7 @@ def amp_path(device: Any = None, *, hw: Any = None, probe: Callable[[], Any] | N
 
     Example: ``PATH = amp_path(dev); BF16 = PATH.claim("bf16_matmul")``
     """
-    from accelkit import claims, emulation, hardware, stats
+    from accelkit import claims, hardware, stats
     from accelkit import device as _device
 
     cls = hw if hw is not None else hardware.for_device(device)
@@ -399,7 +399,7 @@ def amp_path(device: Any = None, *, hw: Any = None, probe: Callable[[], Any] | N
         verdict = cmp.verdict(at_least=PROBE_AT_LEAST)
         faster = {stats.HOLDS: True, stats.REFUTED: False}.get(verdict)
         note = ""
-        if emulation.active():
+        if hardware.emulated():
             note = f" (this CPU computes as {hardware.probed_cpu().name}: only decisions change)"
         base["reason"] = (f"{cls.name}'s CPUs disagree on bf16, so it was timed here{note}: "
                           f"{cmp.finding()}; the path needs the whole interval above "

@@ -352,9 +352,9 @@ def _dtypes_for(dev: Any) -> list[str]:
     kind = torch.device(dev).type
     out = ["fp32", "bf16"]  # bf16 runs everywhere (emulated where there are no bf16 units)
     feats = _device.cpu_features()  # on a CPU, measure fp16 where it has any fp16 instructions
-    from accelkit import emulation
+    from accelkit import hardware
 
-    emulated = emulation.active() is not None  # an emulated AVX2/AVX-512 CPU has none
+    emulated = hardware.emulated() is not None  # an emulated AVX2/AVX-512 CPU has none
     if kind != "cpu" or (not emulated and (feats["avx512_fp16"] or feats["amx_fp16"])):
         out.append("fp16")
     return out
