@@ -221,9 +221,9 @@ def per_device(n_params: int, strategy: str = "dp", world_size: int = 1, *,
     _check_int("largest_param", largest_param, 1)
     n = world_size if strategy == "zero3" else 1  # FSDP shards the optimizer's work too
     temp = adam_temp_bytes(n_params / n, largest_param / n, optimizer_impl)
-    return replace(est, bucket_bytes=est.grads_bytes if strategy == "dp" and not bucket_view
-                   else 0.0,
-                   gathered_bytes=largest_param * (param_bytes + g) if n > 1 else 0.0,
+    bucket = est.grads_bytes if strategy == "dp" and not bucket_view else 0.0
+    gathered = largest_param * (param_bytes + g) if n > 1 else 0.0  # the unit and its gradient
+    return replace(est, bucket_bytes=bucket, gathered_bytes=gathered,
                    optimizer_temp_bytes=temp if optimizer in ("adam", "adamw") else 0.0)
 
 

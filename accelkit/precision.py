@@ -411,7 +411,6 @@ def amp_path(device: Any = None, *, hw: Any = None, probe: Callable[[], Any] | N
     return path
 
 
-
 @dataclass
 class AmpStep:
     """One training step for a precision: autocast around forward and loss, a GradScaler.
