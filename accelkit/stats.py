@@ -16,8 +16,8 @@ sequential boundaries for clinical trials", Biometrika 70 (1983) 659-663), so th
 over all looks together stays at the plan's.
 
 Lives elsewhere: taking the measurements and pairing them (:mod:`accelkit.bench`, whose
-``Comparison`` applies these to per-pair speed ratios and re-exports the verdicts), failing a
-notebook on a verdict (:func:`accelkit.claims.assert_speedup`).
+``Comparison`` applies these to per-pair speed ratios), failing a notebook on a verdict
+(:func:`accelkit.claims.assert_speedup`).
 """
 
 from __future__ import annotations
