@@ -341,7 +341,7 @@ def python(script: str | os.PathLike[str], args: Sequence[Any] = (), *, n: int =
     Args:
         n: number of processes, >= 1; ``tf``: give each a ``TF_CONFIG``.
         script, args, timeout_s, env, out, stream, check: as in :func:`torchrun`.
-        threads: ``OMP_NUM_THREADS`` per process; None: inherit.
+        threads: ``OMP_NUM_THREADS`` per process; default: inherit (1 per TF worker).
 
     Returns:
         A :class:`LaunchResult` with ``exit_codes``/``logs`` per rank (worker index).
@@ -354,6 +354,7 @@ def python(script: str | os.PathLike[str], args: Sequence[Any] = (), *, n: int =
     path = _check_args(script, timeout_s, threads)
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an int >= 1, got {n!r}")
+    threads = 1 if tf and threads is None else threads
     argv = [sys.executable, str(path), *map(str, args)]
     argv += [] if out is None else ["--out", str(scripts.fresh_path(out))]
     extra = {**({"CUDA_VISIBLE_DEVICES": "-1"} if tf else {}), **dict(env or {})}

@@ -1,7 +1,7 @@
 """Keras training with MultiWorkerMirroredStrategy: one process per worker, via TF_CONFIG.
 
 Run once per worker, each with its own ``TF_CONFIG`` (notebook 04 starts them with
-``ak.launch.tf_workers``)::
+``ak.launch.python(..., n=2, tf=True)``)::
 
     TF_CONFIG='{"cluster": {"worker": ["localhost:12345", "localhost:23456"]},
                 "task": {"type": "worker", "index": 0}}' python tf_multiworker.py --out DIR
