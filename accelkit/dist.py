@@ -16,13 +16,10 @@ Typical worker::
 
 This module owns the code that runs inside a worker: rank and backend, setup/teardown,
 the device collectives need (:func:`comm_device`), rank-0 output, the replica check.
-Elsewhere: timing collectives (:func:`accelkit.comm_bench.time_collective`,
-:func:`accelkit.comm_bench.measure_allreduce`, :func:`accelkit.comm_bench.allreduce_vs_model`)
-in :mod:`accelkit.comm_bench`; the pure all-reduce cost model (predict, fit, bus bandwidth)
-in :mod:`accelkit.comm_model`; starting workers (torchrun,
-``TF_CONFIG``) and reading their results in :mod:`accelkit.launch`; single-process timing
-statistics in :mod:`accelkit.bench`; TensorFlow strategies in :mod:`accelkit.strategy`.
-It never imports IPython or matplotlib (it runs in worker processes).
+Elsewhere: timing collectives and the all-reduce cost model (:mod:`accelkit.comm`); starting
+workers (torchrun, ``TF_CONFIG``) and reading their results (:mod:`accelkit.launch`);
+TensorFlow strategies (:mod:`accelkit.sharding`).  It never imports IPython or matplotlib (it
+runs in worker processes).
 """
 
 from __future__ import annotations
