@@ -295,7 +295,6 @@ def _nb05_spmd_program(n: int) -> str:
     setup = ("import numpy as np, jax, jax.numpy as jnp\n"
              "from jax.sharding import NamedSharding, PartitionSpec\n"
              "import accelkit as ak\n"
-             "import accelkit.sharding\n"
              f"MESH_CHOICE = ak.sharding.choose_mesh(cpu_devices={n})\n"
              "PER_REPLICA = 64\n")
     return "\n".join([setup, *picked])
