@@ -2,8 +2,9 @@
 
 The digits are scikit-learn's 1,797 greyscale 8x8 images (they ship inside scikit-learn, so CI
 never downloads anything), split once into train and test with a fixed, stratified, seeded
-split.  The same arrays feed PyTorch (``digits_torch``, channels first) and TensorFlow
-(``digits_tf``, channels last), so both frameworks see identical data.
+split (:func:`digits`: NumPy arrays, channels first).  PyTorch wraps them in a ``TensorDataset``
+(``torch.from_numpy``); :func:`digits_tf` gives the same arrays to TensorFlow (channels last),
+so both frameworks see identical data.
 
 The corpus is the source code of a fixed list of standard-library modules
 (:data:`CORPUS_FILES`) read from this interpreter's ``sysconfig.get_paths()["stdlib"]``: every
@@ -16,8 +17,8 @@ profile that picks batch and problem sizes in :mod:`accelkit.config`.
 
 Example::
 
-    train_dl, test_dl = ak.data.digits_torch(batch_size=64, flat=True)
-    xb, yb = next(iter(train_dl))          # xb: (64, 64) float32, yb: (64,) int64
+    d = ak.data.digits()                   # d.x_train: (1347, 1, 8, 8) float32, in [0, 1]
+    train = torch.utils.data.TensorDataset(torch.from_numpy(d.x_train), torch.from_numpy(d.y_train))
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
     import torch
-    from torch.utils.data import DataLoader
 
 DIGITS_CLASSES = 10
 
@@ -109,47 +109,6 @@ def digits(test_size: float = 0.25, seed: int = 0) -> Digits:
     x_tr, x_te, y_tr, y_te = train_test_split(
         x, y, test_size=test_size, random_state=seed, stratify=y)
     return Digits(np.ascontiguousarray(x_tr), y_tr, np.ascontiguousarray(x_te), y_te)
-
-
-def digits_torch(batch_size: int = 64, *, flat: bool = False,
-                 seed: int = 0) -> tuple[DataLoader, DataLoader]:
-    """Return PyTorch ``DataLoader``s over the digits split of :func:`digits`.
-
-    The train loader reshuffles every epoch from a generator seeded with ``seed`` (the same
-    batches on every run); the test loader keeps the order.
-
-    Args:
-        batch_size: samples per batch, >= 1.
-        flat: give images as ``(B, 64)`` vectors (for an MLP) instead of ``(B, 1, 8, 8)``.
-        seed: seeds both the split and the shuffling.
-
-    Returns:
-        ``(train_loader, test_loader)``; each batch is ``(x, y)`` with
-        ``x: (B, 1, 8, 8)`` or ``(B, 64) float32`` and ``y: (B,) int64``, on the CPU
-        (move them with ``.to(device)``).
-
-    Raises:
-        ValueError: for ``batch_size < 1`` or a negative ``seed``.
-        TypeError: for a non-int ``batch_size`` or ``seed``.
-
-    Example: ``train_dl, test_dl = digits_torch(64, flat=True)``
-    """
-    _check_int("batch_size", batch_size, 1)
-    _check_int("seed", seed, 0)
-    import torch
-    from torch.utils.data import DataLoader, TensorDataset
-
-    d = digits(seed=seed)
-
-    def tensors(x: np.ndarray, y: np.ndarray) -> TensorDataset:
-        xt = torch.from_numpy(x.reshape(len(x), -1) if flat else x)
-        return TensorDataset(xt, torch.from_numpy(y))
-
-    gen = torch.Generator().manual_seed(seed)
-    train = DataLoader(tensors(d.x_train, d.y_train), batch_size=batch_size, shuffle=True,
-                       generator=gen)
-    test = DataLoader(tensors(d.x_test, d.y_test), batch_size=batch_size, shuffle=False)
-    return train, test
 
 
 def digits_tf(batch_size: int = 64, *, flat: bool = False, seed: int = 0,
@@ -292,4 +251,4 @@ def batches(data: torch.Tensor, n: int, batch: int, seq_len: int, *, seed: int =
 
 
 __all__ = ["CORPUS_FILES", "DIGITS_CLASSES", "Corpus", "Digits", "batches", "digits",
-           "digits_tf", "digits_torch", "load_corpus"]
+           "digits_tf", "load_corpus"]

@@ -1,8 +1,9 @@
 """Small matching models in PyTorch and Keras, and the Keras twin of notebook 06's GPT.
 
-Each ``torch_*`` builder has a ``keras_*`` twin with the same layers and the *same number of
-parameters* (a unit test checks), so a notebook can put the two frameworks side by side on
-the same data (:mod:`accelkit.data`).  Models output logits (no softmax): use
+:func:`torch_mlp` has a Keras twin, :func:`keras_mlp`, with the same layers and the *same
+number of parameters* (a unit test checks), so a notebook can put the two frameworks side by
+side on the same data (:mod:`accelkit.data`); notebook 02 writes :func:`torch_cnn`'s Keras
+layers out itself.  Models output logits (no softmax): use
 ``nn.CrossEntropyLoss`` / ``SparseCategoricalCrossentropy(from_logits=True)``.  The PyTorch
 GPT itself is :class:`accelkit.gpt.GPT`.
 
@@ -122,31 +123,6 @@ def torch_cnn(channels: int = 16, classes: int = 10, in_channels: int = 1) -> nn
     )
 
 
-def keras_cnn(channels: int = 16, classes: int = 10, in_channels: int = 1) -> Any:
-    """Build the Keras twin of :func:`torch_cnn` (same layers, same parameter count).
-
-    Returns:
-        A ``keras.Sequential`` mapping ``(B, 8, 8, in_channels) float32`` (channels last, as
-        Keras expects) to ``(B, classes)`` logits, already built.
-
-    Raises:
-        ValueError: for sizes < 1.  TypeError: for non-int sizes.
-        ImportError: when TensorFlow/Keras is not installed.
-
-    Example: ``model = keras_cnn(); model.count_params()  # 6090``
-    """
-    _check_positive(channels=channels, classes=classes, in_channels=in_channels)
-    keras = _keras()
-    layers = keras.layers
-    c = channels
-    return keras.Sequential([
-        keras.Input((8, 8, in_channels)),
-        layers.Conv2D(c, 3, padding="same", activation="relu"), layers.MaxPooling2D(2),
-        layers.Conv2D(2 * c, 3, padding="same", activation="relu"), layers.MaxPooling2D(2),
-        layers.Flatten(), layers.Dense(classes),
-    ], name="cnn")
-
-
 def keras_gpt(cfg: GPTConfig, *, policy: str | None = None) -> Any:
     """Build the Keras 3 twin of :class:`accelkit.gpt.GPT` ``cfg`` (notebook 06's side-by-side).
 
@@ -192,4 +168,4 @@ def keras_gpt(cfg: GPTConfig, *, policy: str | None = None) -> Any:
         keras.config.set_dtype_policy(old)
 
 
-__all__ = ["keras_cnn", "keras_gpt", "keras_mlp", "torch_cnn", "torch_mlp"]
+__all__ = ["keras_gpt", "keras_mlp", "torch_cnn", "torch_mlp"]

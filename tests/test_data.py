@@ -1,4 +1,4 @@
-"""accelkit.data: the digits split, loaders for both frameworks; the byte corpus and its batches."""
+"""accelkit.data: the digits split, its tf.data pipeline; the byte corpus and its batches."""
 
 from __future__ import annotations
 
@@ -46,33 +46,6 @@ def test_digits_rejects_bad_seed():
         data.digits(seed=-1)
     with pytest.raises(TypeError, match="seed"):
         data.digits(seed="0")
-
-
-def test_digits_torch_shapes_and_order(split):
-    train, test = data.digits_torch(32)
-    xb, yb = next(iter(train))
-    assert xb.shape == (32, 1, 8, 8) and xb.dtype == torch.float32 and yb.dtype == torch.int64
-    xt, yt = next(iter(test))  # the test loader keeps the split's order
-    np.testing.assert_array_equal(xt.numpy(), split.x_test[:32])
-    np.testing.assert_array_equal(yt.numpy(), split.y_test[:32])
-    assert sum(len(y) for _, y in test) == 450
-
-
-def test_digits_torch_flat_and_seeded_shuffle(split):
-    (train_a, _), (train_b, _) = data.digits_torch(64, flat=True), data.digits_torch(64, flat=True)
-    xa, ya = next(iter(train_a))
-    xb, yb = next(iter(train_b))
-    assert xa.shape == (64, 64)
-    torch.testing.assert_close(xa, xb)  # same seed, same batches
-    assert not torch.equal(ya, torch.from_numpy(split.y_train[:64]))  # shuffled
-    next_epoch = next(iter(train_a))[1]
-    assert not torch.equal(next_epoch, ya)  # reshuffled every epoch
-
-
-@pytest.mark.parametrize("bad,err", [(0, ValueError), (-3, ValueError), (2.5, TypeError)])
-def test_digits_torch_rejects_bad_batch_size(bad, err):
-    with pytest.raises(err, match="batch_size"):
-        data.digits_torch(bad)
 
 
 def test_digits_tf_channels_last_and_order(split):

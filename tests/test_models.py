@@ -24,19 +24,12 @@ def test_mlp_param_counts_match_between_frameworks(kwargs):
     assert _n(models.torch_mlp(**kwargs)) == models.keras_mlp(**kwargs).count_params()
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"channels": 4, "classes": 3, "in_channels": 2}])
-def test_cnn_param_counts_match_between_frameworks(kwargs):
-    pytest.importorskip("tensorflow")
-    assert _n(models.torch_cnn(**kwargs)) == models.keras_cnn(**kwargs).count_params()
-
-
 def test_output_shapes():
     assert models.torch_mlp()(torch.zeros(5, 64)).shape == (5, 10)
     assert models.torch_cnn()(torch.zeros(5, 1, 8, 8)).shape == (5, 10)
     pytest.importorskip("tensorflow")
     import numpy as np
 
-    assert tuple(models.keras_cnn()(np.zeros((5, 8, 8, 1), "float32")).shape) == (5, 10)
     assert tuple(models.keras_mlp()(np.zeros((5, 64), "float32")).shape) == (5, 10)
 
 
