@@ -13,23 +13,23 @@ Module -> the notebooks that call it (``notebooks/NN_*.ipynb``; "workers" are th
 is listed here and that the package shrinks toward its line budget.
 
 Lessons
-    precision 00 02 06 · dtypes 06 · dtype_trace 02 · keras_mp 02 06 · fusion 03 06 ·
-    tf_trace 03 · memory 01 02 06 07 · roofline 00 03 · comm_model 01 · pipeline_model 01 ·
-    gpt 06 07 · gpt_data 06 · jobs 07 · jax_mesh 05 · strategy 05 · explore 00 01 06
+    precision 00 02 06 · dtypes 02 (number formats, dtype traces, Keras activations) ·
+    fusion 03 · memory 01 02 06 07 · roofline 00 03 · comm 01 (all-reduce and pipeline models;
+    timing collectives in workers of 01 04 06) · gpt 06 07 · sharding 05 (JAX meshes,
+    tf.distribute strategies) · explore 00 01 06
 Instruments
-    bench all · stats 00 01 04 06 07 · checks 00-06 · tf_bench 00 02 03 06 · comm_bench 04
-    (workers of 01 04 06) · plot 00-04 06 07 · report all · exercises 00-06 · verify 00 01 03
-    04 06 (published figures beside a measurement)
+    bench all but 04 · stats 00 01 04 07 · claims 00-03 05 06 (floors from claims.toml, the
+    asserts that check them) · plot 00-04 06 07 · report all (results, and the verified records
+    read back) · exercises 00-06
 The machine
-    config all · device all but 04 · tf_device 00-06 · hardware 00-06 · claims (hardware's
-    floors, from claims.toml) · emulation ($ACCELKIT_HARDWARE) · env all · data 00 01 02 04
-    05 · models 00 01 02 04 05
+    config all · env all (the hardware card; ``python -m accelkit doctor``) · device 02 03 05
+    06 07 · hardware 00-03 05 06 (classes from hardware.toml; $ACCELKIT_HARDWARE emulation) ·
+    tf 00-06 (TensorFlow devices, timing, XLA traces) · data 00 01 02 04 05 06 · models 00 01
+    02 04 05 06
 Processes
-    launch 01 04 05 06 07 · procs 04 07 · scripts 01 04-07 · dist 01 04 and inside every
-    worker · elastic 04 · launch_result (what launch returns; reading stacks back)
-The course
-    course (``python -m accelkit doctor``, what each notebook needs); the maintainers'
-    commands (``make run``, ``make verify``, ``make compare``) are in ``tools/``
+    launch 01 04 05 06 07 · procs (process groups under launch) · scripts 01 04-07 (worker
+    scripts, their files, torchrun's records, stacks) · dist (inside every worker)
+The maintainers' commands (``make run``, ``make verify``, ``make compare``) are in ``tools/``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 Every notebook takes its sizes from ``profile().pick(ci=..., full=...)`` instead of
 writing its own ``if torch.cuda.is_available()`` branches.  The profile is resolved once (a
 notebook's Setup cell, ``P = ak.config.profile()``, or the command line) and passed on to what
-uses it (``ak.roofline.measure(dev, profile=P)``, ``ak.plot.timing_bars(..., profile=P)``);
+uses it (``ak.roofline.measure(dev, profile=P)``);
 :data:`PROFILE_ENV` is the one place the variable's name is written.
 
 Owns: the size profile, seeding, the scratch folder.  Lives elsewhere: the hardware class

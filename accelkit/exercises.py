@@ -9,10 +9,10 @@ An exercise is named ``"NN.k"``: notebook ``NN``, exercise ``k`` of its Exercise
 Answers that depend on the machine (notebook 00's roofline) are marked ``measured``: the
 notebook registers them with :func:`expect` before the learner checks them.
 
-Lives elsewhere: the formulas the answers come from (``fusion``, ``dist``, ``memory``,
-``precision``, ``roofline``, ``data``).  ``tests/test_exercises.py`` recomputes every key
-independently of this table (from those formulas, or ``torch.finfo`` for the number formats),
-so a key that drifts from its formula fails there.
+Lives elsewhere: the formulas the answers come from (``dist``, ``memory``, ``precision``,
+``roofline``, ``data``; 03's byte counts are written out in the test).
+``tests/test_exercises.py`` recomputes every key independently of this table (from those
+formulas, or ``torch.finfo``), so a key that drifts from its formula fails there.
 """
 
 from __future__ import annotations

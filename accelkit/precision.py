@@ -10,7 +10,7 @@
   the deprecated ``torch.cuda.amp``) whose GradScaler is enabled exactly for fp16.
 * **Whether this machine takes the low-precision path** — :func:`amp_path` decides it once per
   process: from the hardware class where its machines agree, from a short bf16 vs fp32
-  measurement where they do not (AVX512-BF16 CPUs: a Xeon VM 0.55x, an AMD Zen 4 2.9x), with
+  measurement where they do not (AVX512-BF16 CPUs: a Xeon VM 0.55x, an AMD Zen 4 2.9x-4.4x), with
   the claims the notebooks assert (:class:`AmpPath`, an :class:`AmpChoice` too).
 
 Elsewhere: what autocast really does, op by op (:func:`accelkit.dtypes.trace`), dtype *names*
@@ -274,7 +274,7 @@ def amp_choice(device: Any = None, dtype: Any = None, *, hw: Any = None) -> AmpC
 #: least PROBE_AT_LEAST times faster (the whole 95 % interval above it) before a machine of a
 #: class whose CPUs disagree takes the bf16 path.  The margin above 1x keeps the notebooks'
 #: later re-check on fresh pairs (floor 1x, :func:`accelkit.claims.measured_bf16`) from being
-#: a coin toss; a Zen 4 measured 2.9x, a Xeon VM of the same class 0.55x.
+#: a coin toss; a Zen 4 measured 2.9x-4.4x, a Xeon VM of the same class 0.55x.
 PROBE_AT_LEAST = 1.2
 PROBE_SIZE = 1024
 _PATHS: dict[tuple[str, str], AmpPath] = {}
@@ -285,7 +285,7 @@ class AmpPath(AmpChoice):
     """The class's :class:`AmpChoice`, whether this machine takes it, and the claims with it.
 
     The *class* decides what the hardware can do; where the CPUs of one class disagree on
-    what it does (AVX512-BF16 without AMX: a Xeon VM 0.55x of fp32, an AMD Zen 4 2.9x), a
+    what it does (AVX512-BF16 without AMX: a Xeon VM 0.55x of fp32, an AMD Zen 4 2.9x-4.4x), a
     short measurement on this machine decides (:func:`amp_path`).
 
     Attributes:

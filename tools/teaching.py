@@ -41,7 +41,7 @@ ROOM = ["cpu-avx2", "cpu-avx512-bf16", "cpu-amx", "cpu-arm64", "apple-mps", "p10
 #: disagree: ``HardwareClass.bf16_measured``), and the line under the table that explains it.
 MEASURED = "≥ {floor:g}x if faster here"
 MEASURED_NOTE = ("*if faster here*: this class's CPUs disagree on bf16 (a Xeon VM 0.55x of fp32, "
-                 "an AMD Zen 4 2.9x), so a short bf16 vs fp32 measurement on the learner's "
+                 "an AMD Zen 4 2.9x-4.4x), so a short bf16 vs fp32 measurement on the learner's "
                  "machine decides (`ak.precision.amp_path`): the floor where it finds bf16 "
                  "faster, no claim where not.")
 BLOCKS = ("teaching-runtimes", "expectations")

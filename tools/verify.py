@@ -87,7 +87,7 @@ def record_name(cls: Any, cpu: str, emulated: bool) -> str:
     """Return a record's file stem: the class name, ``-emulated`` when emulated.
 
     A class whose CPUs disagree on bf16 (``cls.bf16_measured``: ``cpu-avx512-bf16`` spans an
-    Intel Xeon VM at 0.55x of fp32 and an AMD Zen 4 at 2.9x) keeps one record per vendor, so a
+    Intel Xeon VM at 0.55x of fp32 and an AMD Zen 4 at 2.9x-4.4x) keeps one record per vendor, so a
     Zen 4's run never overwrites the Xeon's: ``-amd`` is added for an AMD CPU (``cpu`` is the
     CPU's model name, e.g. ``"AMD EPYC"``); the Intel record keeps the plain class name, which
     ``tools/runtimes.py`` reads as CI's.
