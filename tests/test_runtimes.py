@@ -83,6 +83,18 @@ def test_readme_column_and_sentence_follow_the_record():
     assert runtimes.update_readme(new, RECORD) == new
 
 
+def test_readme_column_falls_back_to_a_real_laptop_record_named_by_its_class():
+    laptop = {"class": "cpu-avx2", "profile": "ci", "date": "2026-01-03",
+              "hardware": {"cpu_count": 2, "cpu": "AMD EPYC"},
+              "notebooks": {"00_a": {"status": "ok", "wall_s": 39.0},
+                            "01_b": {"status": "ok", "wall_s": 75.0}}}
+    rows = [line.split("|") for line in runtimes.update_readme(README, RECORD, laptop).splitlines()
+            if line.startswith("| [")]
+    assert [r[3].strip() for r in rows] == ["≈ 30 s", "≈ 75 s (`cpu-avx2`)"], rows
+    emulated = runtimes.update_readme(README, RECORD, dict(laptop, emulated=True))
+    assert "not measured yet" in emulated  # an emulated record timed another CPU
+
+
 def test_readme_without_markers_or_column_is_an_error():
     with pytest.raises(ValueError, match="markers"):
         runtimes.update_readme("| run time |\n", RECORD)

@@ -88,7 +88,8 @@ def readme_sentence(record: dict[str, Any]) -> str:
     cores = record.get("hardware", {}).get("cpu_count", "?")
     return (f"{START}Run times: wall time of `make verify` (nbval, kernel start included) on the "
             f"CI machine's {cores}-core CPU (`{record['class']}`, `{record['profile']}` profile) "
-            f"on {record['date']}, from `verified/{record['class']}.json`; "
+            f"on {record['date']}, from `verified/{record['class']}.json` (a notebook without a "
+            f"run there: a real `{LAPTOP_CLASS}` record's time, marked with that class); "
             f"`tools/runtimes.py` writes them here and into each notebook's header.{END}")
 
 
@@ -120,8 +121,12 @@ def update_cell0(source: str, record: dict[str, Any], stem: str,
     return "\n\n".join(paras)
 
 
-def update_readme(text: str, record: dict[str, Any]) -> str:
+def update_readme(text: str, record: dict[str, Any],
+                  laptop: dict[str, Any] | None = None) -> str:
     """Return README.md's text with the run-time column and the marked sentence current.
+
+    A notebook without a passing run in ``record`` gets the real ``laptop`` record's run time,
+    named by its class (``"≈ 75 s (cpu-avx2)"``), else ``"not measured yet"``.
 
     Raises:
         ValueError: when the README lacks the markers or the table's ``run time`` column.
@@ -137,7 +142,10 @@ def update_readme(text: str, record: dict[str, Any]) -> str:
             col = next(k for k, c in enumerate(cells) if c.strip().lower().startswith(COLUMN))
         elif col is not None and line.startswith("|") and (m := _ROW_LINK.search(cells[1])):
             secs = wall(record, m.group(1))
-            cells[col] = f" {duration(secs) if secs is not None else 'not measured yet'} "
+            other = wall(laptop, m.group(1)) if laptop and report.is_real(laptop) else None
+            cells[col] = (f" {duration(secs)} " if secs is not None else
+                          f" {duration(other)} (`{laptop['class']}`) " if other is not None and laptop
+                          else " not measured yet ")
             lines[n] = "|".join(cells)
     if col is None:
         raise ValueError(f"README.md has no table column whose header starts with {COLUMN!r}")
@@ -165,7 +173,7 @@ def check(readme: Path, notebooks: list[Path], record: dict[str, Any], *,
     """
     stale = []
     text = readme.read_text(encoding="utf-8")
-    new = update_readme(text, record)
+    new = update_readme(text, record, laptop)
     if new != text:
         stale.append(Stale(readme, "run-time column or sentence differs from the record"))
         if write:
