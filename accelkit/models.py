@@ -1,36 +1,44 @@
-"""Small matching models in PyTorch and Keras, and the Keras twin of notebook 06's GPT.
+"""The small models and the datasets they train on (offline, seeded, the same on every machine).
 
-:func:`torch_mlp` has a Keras twin, :func:`keras_mlp`, with the same layers and the *same
-number of parameters* (a unit test checks), so a notebook can put the two frameworks side by
-side on the same data (:mod:`accelkit.data`); notebook 02 writes :func:`torch_cnn`'s Keras
-layers out itself.  Models output logits (no softmax): use
-``nn.CrossEntropyLoss`` / ``SparseCategoricalCrossentropy(from_logits=True)``.  The PyTorch
-GPT itself is :class:`accelkit.gpt.GPT`.
+Models: :func:`torch_mlp` and its Keras twin :func:`keras_mlp` (same layers, same parameter
+count), :func:`torch_cnn` (notebook 02 writes its Keras layers out itself), :func:`keras_gpt`
+(the Keras twin of :class:`accelkit.gpt.GPT`).  They output logits (no softmax).  Keras is
+imported lazily (it imports TensorFlow), so torch-only code never pays for it.
 
-Keras is imported lazily (it imports TensorFlow), so torch-only code never pays for it.
-
-Example::
-
-    model = ak.models.torch_mlp().to(dev)              # 9,610 parameters
-    kmodel = ak.models.keras_mlp()                     # the same layers in Keras
+Data: scikit-learn's 1,797 8x8 handwritten digits (shipped inside scikit-learn) with a fixed
+stratified split (:func:`digits`, channels first; :func:`digits_tf`, channels last), and
+notebook 06's byte-level corpus, the source of fixed standard-library modules
+(:func:`load_corpus`, :func:`batches`).  The size profile lives in :mod:`accelkit.config`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import sysconfig
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
     from torch import nn
 
     from accelkit.gpt import GPTConfig
 
 
-def _check_positive(**values: Any) -> None:
+def _check_int(name: str, value: Any, least: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < least:
+        raise ValueError(f"{name} must be >= {least}, got {value}")
+
+
+def _check_sizes(**values: Any) -> None:
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
+        _check_int(name, value)
 
 
 def _keras() -> Any:
@@ -45,27 +53,19 @@ def _keras() -> Any:
     return keras
 
 
-# ----------------------------------------------------------------------------- builders
+# ----------------------------------------------------------------------------- models
 def torch_mlp(in_features: int = 64, hidden: int = 128, classes: int = 10) -> nn.Module:
     """Build a two-layer perceptron: Linear → ReLU → Linear.
 
-    Parameters: ``in_features*hidden + hidden + hidden*classes + classes``
-    (9,610 with the defaults).
-
-    Args:
-        in_features: input size (64 for flattened 8x8 digits).
-        hidden: hidden units.
-        classes: output logits.
+    Parameters: ``in_features*hidden + hidden + hidden*classes + classes`` (9,610 by default).
 
     Returns:
         An ``nn.Sequential`` mapping ``(B, in_features) float32`` to ``(B, classes)`` logits.
 
     Raises:
         ValueError: for sizes < 1.  TypeError: for non-int sizes.
-
-    Example: ``model = torch_mlp().to(device)``
     """
-    _check_positive(in_features=in_features, hidden=hidden, classes=classes)
+    _check_sizes(in_features=in_features, hidden=hidden, classes=classes)
     from torch import nn
 
     return nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, classes))
@@ -75,16 +75,14 @@ def keras_mlp(in_features: int = 64, hidden: int = 128, classes: int = 10) -> An
     """Build the Keras twin of :func:`torch_mlp` (same layers, same parameter count).
 
     Returns:
-        A ``keras.Sequential`` mapping ``(B, in_features) float32`` to ``(B, classes)``
-        logits, already built (``count_params`` works).
+        A built ``keras.Sequential`` mapping ``(B, in_features) float32`` to ``(B, classes)``
+        logits.
 
     Raises:
         ValueError: for sizes < 1.  TypeError: for non-int sizes.
         ImportError: when TensorFlow/Keras is not installed.
-
-    Example: ``model = keras_mlp(); model.count_params()  # 9610``
     """
-    _check_positive(in_features=in_features, hidden=hidden, classes=classes)
+    _check_sizes(in_features=in_features, hidden=hidden, classes=classes)
     keras = _keras()
     layers = keras.layers
     return keras.Sequential([keras.Input((in_features,)), layers.Dense(hidden, activation="relu"),
@@ -96,23 +94,16 @@ def torch_cnn(channels: int = 16, classes: int = 10, in_channels: int = 1) -> nn
 
     Layout: Conv(in→c) → ReLU → MaxPool2 → Conv(c→2c) → ReLU → MaxPool2 → Flatten →
     Linear(2c·2·2 → classes).  Parameters: ``9·in·c + c + 9·c·2c + 2c + 8c·classes + classes``
-    (6,090 with the defaults).
-
-    Args:
-        channels: filters in the first conv (the second has twice as many).
-        classes: output logits.
-        in_channels: image channels (1 for digits).
+    (6,090 by default).
 
     Returns:
-        An ``nn.Sequential`` mapping ``(B, in_channels, 8, 8) float32`` (channels first) to
-        ``(B, classes)`` logits.
+        An ``nn.Sequential`` mapping ``(B, in_channels, 8, 8) float32`` to ``(B, classes)``
+        logits.
 
     Raises:
         ValueError: for sizes < 1.  TypeError: for non-int sizes.
-
-    Example: ``model = torch_cnn().to(device)``
     """
-    _check_positive(channels=channels, classes=classes, in_channels=in_channels)
+    _check_sizes(channels=channels, classes=classes, in_channels=in_channels)
     from torch import nn
 
     c = channels
@@ -127,10 +118,9 @@ def keras_gpt(cfg: GPTConfig, *, policy: str | None = None) -> Any:
     """Build the Keras 3 twin of :class:`accelkit.gpt.GPT` ``cfg`` (notebook 06's side-by-side).
 
     Same blocks (pre-norm, causal ``MultiHeadAttention``, GELU MLP), learned position
-    embedding; two differences: the output head is a separate ``Dense`` (not tied, so
-    ``V·d`` more parameters) and attention is Keras's (on TensorFlow it materialises the
-    scores like the ``"manual"`` attention; Keras has no fused attention kernel there).  The
-    layers follow ``policy`` (default float32; the global policy is restored afterwards); the
+    embedding; but the output head is a separate ``Dense`` (untied: ``V·d + V`` more
+    parameters) and Keras's attention on TensorFlow materialises the scores like ``"manual"``.
+    Layers follow ``policy`` (default float32; the global policy is restored afterwards);
     logits are float32 under a mixed one.
 
     **Shape** ``(B, T)`` int32 -> logits ``(B, T, vocab_size)``.
@@ -168,4 +158,170 @@ def keras_gpt(cfg: GPTConfig, *, policy: str | None = None) -> Any:
         keras.config.set_dtype_policy(old)
 
 
-__all__ = ["keras_gpt", "keras_mlp", "torch_cnn", "torch_mlp"]
+# ----------------------------------------------------------------------------- digits
+@dataclass(frozen=True)
+class Digits:
+    """The digits split: ``x_*`` ``(N, 1, 8, 8) float32`` in ``[0, 1]``, ``y_*`` ``(N,) int64``."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    classes: int = 10
+
+
+def digits(test_size: float = 0.25, seed: int = 0) -> Digits:
+    """Load scikit-learn's handwritten digits, scaled to ``[0, 1]``, with a stratified split.
+
+    ``sklearn.model_selection.train_test_split(stratify=y)``: each class keeps its share in
+    train and test; the same ``seed`` gives the same split on every machine (``test_size=0.25``:
+    1,347 train and 450 test images).
+
+    Returns:
+        A :class:`Digits` with ``x_*: (N, 1, 8, 8) float32`` and ``y_*: (N,) int64``.
+
+    Raises:
+        ValueError: when ``test_size`` is not in ``(0, 1)`` or ``seed`` is negative.
+        TypeError: when ``seed`` is not an int.
+    """
+    if not isinstance(test_size, (float, int)) or isinstance(test_size, bool):
+        raise TypeError(f"test_size must be a float, got {type(test_size).__name__}")
+    if not 0.0 < test_size < 1.0:
+        raise ValueError(f"test_size must be a fraction in (0, 1), got {test_size}")
+    _check_int("seed", seed, 0)
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    raw = load_digits()
+    x = (raw.images.astype(np.float32) / 16.0)[:, None, :, :]  # values 0..16 -> (N, 1, 8, 8)
+    y = raw.target.astype(np.int64)
+    x_tr, x_te, y_tr, y_te = train_test_split(
+        x, y, test_size=test_size, random_state=seed, stratify=y)
+    return Digits(np.ascontiguousarray(x_tr), y_tr, np.ascontiguousarray(x_te), y_te)
+
+
+def digits_tf(batch_size: int = 64, *, flat: bool = False, seed: int = 0,
+              drop_remainder: bool = False) -> tuple[Any, Any]:
+    """Return prefetching ``tf.data.Dataset``s over :func:`digits`'s split, channels last.
+
+    The train set reshuffles every epoch (seeded); the test set keeps its order.
+    ``drop_remainder`` drops the last, smaller batch (for replicas or XLA/TPU).
+
+    Returns:
+        ``(train_ds, test_ds)`` yielding ``(x, y)``: ``x`` ``(B, 8, 8, 1)`` or, with ``flat``,
+        ``(B, 64) float32``; ``y`` ``(B,) int64``.
+
+    Raises:
+        ValueError: for ``batch_size < 1`` or a negative ``seed``.
+        TypeError: for a non-int ``batch_size`` or ``seed``.
+        ImportError: when TensorFlow is not installed.
+    """
+    _check_int("batch_size", batch_size)
+    _check_int("seed", seed, 0)
+    from accelkit.tf import import_tf
+
+    tf = import_tf()
+    d = digits(seed=seed)
+
+    def ds(x: np.ndarray, y: np.ndarray) -> Any:
+        x = x.reshape(len(x), -1) if flat else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        return tf.data.Dataset.from_tensor_slices((x, y))
+
+    def batched(dataset: Any) -> Any:
+        return dataset.batch(batch_size, drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)
+
+    train = ds(d.x_train, d.y_train).shuffle(len(d.y_train), seed=seed,
+                                             reshuffle_each_iteration=True)
+    return batched(train), batched(ds(d.x_test, d.y_test))
+
+
+# ----------------------------------------------------------------------------- byte corpus
+#: Standard-library modules present as plain ``.py`` files in every CPython from 3.10 on
+#: (none removed by PEP 594), in this order.
+CORPUS_FILES: tuple[str, ...] = (
+    "textwrap.py", "heapq.py", "bisect.py", "string.py", "fnmatch.py", "shlex.py", "glob.py",
+    "queue.py", "sched.py", "contextlib.py", "functools.py", "random.py", "statistics.py",
+    "fractions.py", "dataclasses.py", "abc.py", "copy.py", "difflib.py", "csv.py",
+    "argparse.py",
+)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The byte-level corpus (vocabulary 256).
+
+    Attributes:
+        data: ``(n_bytes,)`` uint8 tensor, the files concatenated, each after a header line
+            ``# ==== name ====``.
+        files: the files read, in order.
+        sha256: hex digest of the bytes (differs between Python versions).
+    """
+
+    data: torch.Tensor
+    files: tuple[str, ...]
+    sha256: str
+
+    def split(self, train_fraction: float = 0.9) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(train, val)``: the first ``train_fraction`` of the bytes, and the rest."""
+        n = int(len(self.data) * train_fraction)
+        return self.data[:n], self.data[n:]
+
+    def __str__(self) -> str:
+        return (f"{len(self.data):,} bytes from {len(self.files)} standard-library files "
+                f"(sha256 {self.sha256[:12]}...)")
+
+
+def load_corpus(files: Sequence[str] = CORPUS_FILES, stdlib: str | None = None) -> Corpus:
+    """Read the standard-library ``files`` into one byte tensor (a :class:`Corpus`).
+
+    ``stdlib`` defaults to this interpreter's ``sysconfig.get_paths()["stdlib"]``; missing
+    files are skipped.
+
+    Raises:
+        FileNotFoundError: when none of the files exists (a Python without its sources).
+    """
+    import torch
+
+    root = Path(stdlib or sysconfig.get_paths()["stdlib"])
+    found = [f for f in files if (root / f).is_file()]
+    if not found:
+        raise FileNotFoundError(f"none of {list(files)} under {root}: this Python has no "
+                                "standard-library sources; install a full CPython")
+    blob = b"".join(f"# ==== {f} ====\n".encode() + (root / f).read_bytes() for f in found)
+    data = torch.frombuffer(bytearray(blob), dtype=torch.uint8).clone()
+    return Corpus(data, tuple(found), hashlib.sha256(blob).hexdigest())
+
+
+_Batch = tuple["torch.Tensor", "torch.Tensor"]
+
+
+def batches(data: torch.Tensor, n: int, batch: int, seq_len: int, *, seed: int = 0,
+            ahead: bool = True) -> list[_Batch] | Callable[[int], _Batch]:
+    """Return ``n`` batches of ``batch`` random windows of ``data``, the same for the same ``seed``.
+
+    Window starts are drawn in ``[0, len(data) - seq_len)`` from a CPU generator seeded with
+    ``seed``.  ``ahead=False`` returns instead ``i -> (x, y)``, cutting the ``(i mod n)``-th
+    batch when called (inside a training step).
+
+    **Shape** each ``(x, y)``: ``(batch, seq_len)`` int64; ``y`` is ``x`` shifted by one token.
+
+    Raises:
+        ValueError: when ``data`` is not longer than ``seq_len``.
+    """
+    import torch
+
+    if len(data) <= seq_len:
+        raise ValueError(f"{len(data)} tokens cannot fill a window of {seq_len} + 1")
+    g = torch.Generator().manual_seed(seed)
+    starts = [torch.randint(len(data) - seq_len, (batch,), generator=g).tolist()
+              for _ in range(n)]
+
+    def cut(i: int) -> _Batch:
+        rows = torch.stack([data[s:s + seq_len + 1] for s in starts[i % n]]).long()
+        return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+
+    return [cut(i) for i in range(n)] if ahead else cut
+
+
+__all__ = ["CORPUS_FILES", "Corpus", "Digits", "batches", "digits", "digits_tf", "keras_gpt",
+           "keras_mlp", "load_corpus", "torch_cnn", "torch_mlp"]

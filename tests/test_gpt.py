@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from accelkit import data, gpt, memory
+from accelkit import gpt, memory, models
 
 TINY = gpt.GPTConfig(n_layer=2, n_head=2, n_embd=32, block_size=16)
 
@@ -89,24 +89,24 @@ def test_flops_of_gpt2_small():
 
 
 def test_accumulation_gives_the_same_step():
-    tokens = data.load_corpus().data
-    batch = data.batches(tokens, 2, 4, 16, seed=0)
-    models = [_model(), _model()]
-    for model, accum in zip(models, (1, 4)):
+    tokens = models.load_corpus().data
+    batch = models.batches(tokens, 2, 4, 16, seed=0)
+    pair = [_model(), _model()]
+    for model, accum in zip(pair, (1, 4)):
         gpt.Stepper(model, torch.optim.SGD(model.parameters(), lr=0.1), batch,
                     accum=accum).train(2)
-    for p, q in zip(models[0].parameters(), models[1].parameters()):
+    for p, q in zip(pair[0].parameters(), pair[1].parameters()):
         torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match="not divisible"):
-        gpt.Stepper(models[0], torch.optim.SGD(models[0].parameters(), lr=0.1), batch,
+        gpt.Stepper(pair[0], torch.optim.SGD(pair[0].parameters(), lr=0.1), batch,
                     accum=3)()
 
 
 def test_stepper_takes_autocast_and_scaler_from_make_step():
     from accelkit import precision
 
-    tokens = data.load_corpus().data
-    batch = data.batches(tokens, 1, 2, 16, seed=0)
+    tokens = models.load_corpus().data
+    batch = models.batches(tokens, 1, 2, 16, seed=0)
     for dtype, scaled in ((torch.float16, True), (torch.bfloat16, False), (None, False)):
         model = _model()
         amp = None if dtype is None else precision.amp_choice("cpu", dtype)
@@ -168,10 +168,10 @@ def test_ddp_worker_counts_one_allreduce_per_step_and_trains_like_one_process(tm
     assert res["allreduces_no_sync"] == steps
     cfg = gpt.GPTConfig(n_layer=1, n_head=2, n_embd=32, block_size=seq, attention="sdpa")
     model = _model(cfg)
-    train, val = data.load_corpus().split()
+    train, val = models.load_corpus().split()
     gpt.Stepper(model, torch.optim.AdamW(model.parameters(), lr=1e-3),
-                data.batches(train, steps, batch, seq, seed=0)).train(steps)
-    ref = gpt.evaluate(model, data.batches(val, 1, batch, seq, seed=1)[0])
+                models.batches(train, steps, batch, seq, seed=0)).train(steps)
+    ref = gpt.evaluate(model, models.batches(val, 1, batch, seq, seed=1)[0])
     assert res["val_loss_no_sync"] == pytest.approx(ref, abs=1e-4)
     assert res["val_loss_sync_every_micro_batch"] == pytest.approx(ref, abs=1e-4)
 

@@ -51,7 +51,7 @@ def train(args: argparse.Namespace, device: torch.device) -> None:  # DDP: + dev
         raise ValueError(f"--batch {args.batch} must be divisible by {world_size} ranks")
 
     torch.manual_seed(SEED)
-    d = ak.data.digits()
+    d = ak.models.digits()
     ds = TensorDataset(torch.from_numpy(d.x_train.reshape(len(d.x_train), -1)),  # (N, 64)
                        torch.from_numpy(d.y_train))                                # (N,)
     sampler = DistributedSampler(ds, shuffle=True, seed=SEED, drop_last=True)  # DDP: 1/N each

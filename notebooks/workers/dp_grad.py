@@ -50,7 +50,7 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         raise ValueError(f"--batch {args.batch} must be divisible by the {world} ranks")
 
     # region dp_step
-    d = ak.data.digits()
+    d = ak.models.digits()
     x = torch.from_numpy(d.x_train[: args.batch].reshape(args.batch, -1))  # (B, 64)
     y = torch.from_numpy(d.y_train[: args.batch])                          # (B,)
     x, y = x.to(info.device), y.to(info.device)

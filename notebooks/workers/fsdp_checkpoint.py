@@ -48,7 +48,7 @@ def build_model(width: int, layers: int, seed: int) -> nn.Sequential:
 
 def batches(steps: int, batch: int, rank: int, world: int) -> list:
     """The first ``steps`` global batches of the digits, each rank's slice: (B/N, 64), (B/N,)."""
-    d = ak.data.digits()
+    d = ak.models.digits()
     x = torch.from_numpy(d.x_train.reshape(len(d.x_train), -1))
     y = torch.from_numpy(d.y_train)
     if steps * batch > len(x):

@@ -44,7 +44,7 @@ def build_model(width: int) -> nn.Sequential:
 
 def global_batches(batch: int) -> list:
     """The digits in global batches of ``batch``: [(x (B, 64), y (B,)), ...], the tail dropped."""
-    d = ak.data.digits()
+    d = ak.models.digits()
     x_all = torch.from_numpy(d.x_train.reshape(len(d.x_train), -1))
     y_all = torch.from_numpy(d.y_train)
     return [(x_all[i * batch:(i + 1) * batch], y_all[i * batch:(i + 1) * batch])

@@ -2,7 +2,7 @@
 
 Run: ``torchrun --standalone --nproc-per-node=2 gpt_ddp.py --out gpt_ddp.json`` (the
 notebook launches it through ``ak.launch``).  Every rank builds the same model (same seed)
-and cuts the same global batches as the notebook (``ak.data.batches``); rank r trains on rows
+and cuts the same global batches as the notebook (``ak.models.batches``); rank r trains on rows
 ``r::N`` of each, in ``--accum`` micro-batches.  The worker
 
 1. counts the gradient all-reduces DDP starts (a communication hook that counts, then calls
@@ -22,7 +22,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import accelkit as ak
-from accelkit import data, gpt
+from accelkit import gpt, models
 
 
 def counting_allreduce(state: dict, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
@@ -69,10 +69,10 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
     if args.batch % (n * args.accum):
         raise ValueError(f"--batch {args.batch} must divide into {n} ranks x {args.accum} "
                          "micro-batches")
-    train, val = data.load_corpus().split()
-    full = data.batches(train, args.steps, args.batch, args.seq, seed=args.seed)
+    train, val = models.load_corpus().split()
+    full = models.batches(train, args.steps, args.batch, args.seq, seed=args.seed)
     mine = [(x[r::n], y[r::n]) for x, y in full]  # this rank's rows of each global batch
-    val_batch = data.batches(val, 1, args.batch, args.seq, seed=args.seed + 1)[0]
+    val_batch = models.batches(val, 1, args.batch, args.seq, seed=args.seed + 1)[0]
     result: dict = {"world_size": n, "accum": args.accum, "steps": args.steps,
                     "tokens_per_step": args.batch * args.seq}
     for sync_each in (True, False):  # without no_sync, then with it

@@ -39,7 +39,7 @@ sys.modules["tensorflow"] = None  # type: ignore[assignment]
 
 def load(devices: int, batch: int):
     """Digits as (x_train, y_train, x_test, y_test, w_test): whole batches, padded test set."""
-    d = ak.data.digits()
+    d = ak.models.digits()
     n = len(d.x_train) // batch * batch                  # drop the remainder: static shapes
     x_tr, y_tr = d.x_train.reshape(len(d.x_train), -1)[:n], d.y_train[:n]   # (n, 64), (n,)
     pad = -len(d.x_test) % devices                       # test rows to add for an even split

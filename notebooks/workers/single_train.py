@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def train(args: argparse.Namespace) -> None:
     torch.manual_seed(SEED)
-    d = ak.data.digits()
+    d = ak.models.digits()
     ds = TensorDataset(torch.from_numpy(d.x_train.reshape(len(d.x_train), -1)),  # (N, 64)
                        torch.from_numpy(d.y_train))                                # (N,)
     order = torch.Generator()

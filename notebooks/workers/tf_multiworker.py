@@ -42,7 +42,7 @@ def main() -> None:
     task = json.loads(os.environ["TF_CONFIG"])["task"]
     print(f"worker {task['index']}: {strategy.num_replicas_in_sync} replicas in sync", flush=True)
 
-    d = ak.data.digits()
+    d = ak.models.digits()
     x = d.x_train.reshape(len(d.x_train), -1)[: args.samples]   # (S, 64)
     y = d.y_train[: args.samples]                               # (S,)
     opts = tf.data.Options()  # split every global batch between the workers
