@@ -1,22 +1,16 @@
-"""Results: what notebooks record, and what other machines recorded, read back beside them.
+"""Results: what notebooks record, other machines' records read back, and the exercises' keys.
 
-A notebook calls ``ak.report.record("amp.matmul_bf16_speedup", 2.1, "x")``.  Under
-``make run`` the runner sets ``ACCELKIT_RESULTS`` to a JSON-lines file and
-``ACCELKIT_NOTEBOOK`` to the notebook's name; each record is appended there.  Outside the
-runner a record is checked and returned, and running a notebook by hand writes nothing.
+``ak.report.record(key, value, unit)`` appends to the JSON-lines file ``$ACCELKIT_RESULTS``
+(set by ``make run``, with ``$ACCELKIT_NOTEBOOK``); outside the runner it only checks and returns.
+``make verify`` (``tools/verify.py``) writes ``verified/<class>.json`` (date, hardware class,
+emulated or not, versions, results, pass/fail per notebook), read by :func:`load_record(s)`;
+``verified/quoted.toml`` holds figures published by others (:func:`load_quotes`).
+:func:`reference_lines` prints our records, then quoted figures, else how to add a machine.
+Exercises: :data:`EXERCISE_KEYS` and :func:`check_exercise`, the one checker notebooks call
+(``tests/test_report.py`` recomputes every key from the package's formulas).
 
-``make verify`` (``tools/verify.py``) runs every notebook under nbval on a machine and writes
-``verified/<class>.json``: the date, the hardware class and whether it was emulated, the
-library versions, the hardware card, every recorded result and pass/fail per notebook;
-:func:`load_record` and :func:`load_records` read them back.  Where no record from other
-hardware holds a result, ``verified/quoted.toml`` may: figures published by others
-(datasheets, vendor posts, papers), each with its hardware, source and date, checked by
-:func:`load_quotes`.  :func:`reference_lines` prints our records first, then those figures
-marked "quoted, not measured by this course", and where there is neither, how to add a machine.
-
-Lives elsewhere (maintainers' tools): executing notebooks (``tools/run_notebooks.py``), the run
-summary a learner hands in (``tools/run_summary.py``), writing verification records and
-README's table (``tools/verify.py``), comparing several machines (``tools/compare.py``).
+Lives elsewhere: executing notebooks, run summaries, README's table and comparing machines
+(``tools/run_notebooks.py``, ``run_summary.py``, ``verify.py``, ``compare.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,14 +33,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 @dataclass(frozen=True)
 class Result:
-    """One recorded measurement.
-
-    Attributes:
-        key: dotted, stable name (``"roofline.copy_gbps"``).
-        value: a finite number, or a string/bool for categorical results.
-        unit: the unit (``"TFLOP/s"``, ``"GB/s"``, ``"s"``, ``"x"``, ``"fraction"``, ``""``).
-        notebook: the notebook that recorded it (``"00_device_setup"``) or ``""``.
-    """
+    """One recorded measurement: a dotted ``key``, a finite number or a str/bool ``value``,
+    its ``unit`` (``"TFLOP/s"``, ``"x"``, ``"fraction"``, ``""``), the ``notebook`` stem or ``""``."""
 
     key: str
     value: float | int | str | bool
@@ -61,9 +49,6 @@ def record(key: str, value: Any, unit: str = "") -> Any:
         key: a dotted lowercase name, ``<topic>.<name>`` (``"digits.torch_test_acc"``).
         value: a number (int/float/NumPy/0-d tensor), a bool or a short string.
         unit: its unit, e.g. ``"TFLOP/s"``, ``"GB/s"``, ``"s"``, ``"x"`` (a ratio), ``"fraction"``.
-
-    Returns:
-        ``value``, so ``acc = ak.report.record("digits.tf_test_acc", acc, "fraction")`` works.
 
     Raises:
         ValueError: for a malformed key or a NaN/infinite number.
@@ -101,10 +86,7 @@ def load_jsonl(path: str | os.PathLike[str]) -> list[Result]:
 
 def format_value(value: Any, unit: str = "") -> str:
     """Format a result for a table: 3 significant digits for floats, the unit after it."""
-    if isinstance(value, float):
-        text = f"{value:.3g}"
-    else:
-        text = str(value)
+    text = f"{value:.3g}" if isinstance(value, float) else str(value)
     return f"{text} {unit}".strip() if unit not in ("", "x") else (text + ("x" if unit else ""))
 
 
@@ -113,12 +95,9 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-# ----------------------------------------------------------------------------- run summary
 def results(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    """Gather the records in a results file by key: ``{key: {"value", "unit", "notebook"}}``.
-
-    A key recorded twice keeps its last value; a missing file gives ``{}``.
-    """
+    """Gather a results file by key, ``{key: {"value", "unit", "notebook"}}`` (last value wins;
+    a missing file gives ``{}``)."""
     return {r.key: {"value": r.value, "unit": r.unit, "notebook": r.notebook}
             for r in load_jsonl(path)}
 
@@ -129,16 +108,10 @@ FORMAT = 1
 
 
 def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read one verification record (``verified/<class>.json``).
-
-    Returns:
-        The record: ``class``, ``emulated``, ``date``, ``hardware``, ``notebooks``
-        (``{stem: {"status", "wall_s", ...}}``), ``results``.
-
-    Raises:
-        ValueError: naming the file when it cannot be read, is not JSON, or is not a
-            verification record of format :data:`FORMAT`.
-    """
+    """Read one verification record (``verified/<class>.json``): a dict with ``class``,
+    ``emulated``, ``date``, ``hardware``, ``notebooks`` (``{stem: {"status", "wall_s", ...}}``),
+    ``results``.  Raises ValueError naming the file when it cannot be read, is not JSON, or is
+    not a record of format :data:`FORMAT`."""
     path = Path(path)
     try:
         rec = json.loads(path.read_text(encoding="utf-8"))
@@ -154,22 +127,15 @@ def load_record(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def load_records(folder: str | os.PathLike[str] = "verified", *,
                  real_only: bool = False) -> list[dict[str, Any]]:
-    """Read every ``*.json`` record in ``folder`` (:func:`load_record`), sorted by file name.
-
-    Args:
-        real_only: leave out records of an emulated CPU class (``ACCELKIT_HARDWARE``): their
-            run times and speeds are not that class's.
-
-    Raises:
-        ValueError: as :func:`load_record`.
-    """
+    """Read every ``*.json`` record in ``folder`` (:func:`load_record`, whose ValueError it
+    raises), sorted by file name; ``real_only`` leaves out emulated classes (:func:`is_real`)."""
     records = [load_record(p) for p in sorted(Path(folder).glob("*.json"))]
     return [r for r in records if is_real(r) or not real_only]
 
 
 def is_real(record: dict[str, Any]) -> bool:
     """Whether a record timed its own class, not a CPU class emulated on another CPU
-    (``ACCELKIT_HARDWARE``): only real records' run times and speeds are that class's."""
+    (``ACCELKIT_HARDWARE``): only real records' times are that class's."""
     return not record.get("emulated")
 
 
@@ -187,13 +153,11 @@ _DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
 
 def records_folder(folder: str | os.PathLike[str] | None = None) -> Path | None:
-    """Return the folder of verification records and quoted figures, or ``None`` when there is none.
+    """Return the folder of records and quoted figures, or ``None`` when there is none.
 
-    Args:
-        folder: an explicit folder (returned as it is, existing or not); ``None`` looks for
-            :data:`RECORDS` (a checkout), then for ``../verified`` when the working directory
-            is a checkout's ``notebooks/`` folder: the Colab bootstrap installs accelkit from
-            its clone (so :data:`RECORDS` is missing) and moves into ``<clone>/notebooks``.
+    ``folder`` is returned as it is; ``None`` looks for :data:`RECORDS` (a checkout), then for
+    ``../verified`` when the working directory is ``notebooks/`` (Colab installs accelkit from
+    its clone, so :data:`RECORDS` is missing, and works in ``<clone>/notebooks``).
     """
     if folder is not None:
         return Path(folder)
@@ -206,22 +170,11 @@ def records_folder(folder: str | os.PathLike[str] | None = None) -> Path | None:
 
 def references(key: str, folder: str | os.PathLike[str] | None = None,
                exclude_class: str | None = None) -> list[dict[str, Any]]:
-    """Return ``key``'s value in every verification record, for "on a verified GPU it was ...".
+    """Return ``key``'s value in every verification record but ``exclude_class``'s.
 
-    Args:
-        key: a result key, e.g. ``"async.torch_naive_over_synced"``.
-        folder: the records' folder; default :func:`records_folder` (none in a pip install
-            outside a checkout, which then has no references).
-        exclude_class: a hardware class to leave out (usually this machine's own).
-
-    Returns:
-        One dict per record holding ``key``: ``class``, ``class_title``, ``emulated``,
-        ``date`` (ISO), ``profile``, ``value`` and ``unit``, sorted by file name; ``[]``
-        when no record has it. Values were measured by ``make verify`` on that hardware.
-
-    Raises:
-        ValueError: a record file that cannot be read or is not a verification record (see
-            :func:`load_record`).
+    ``folder`` defaults to :func:`records_folder` (none: ``[]``).  Returns one dict per record
+    holding ``key``: ``class``, ``class_title``, ``emulated``, ``date`` (ISO), ``profile``,
+    ``value``, ``unit``, sorted by file name.  Raises ValueError as :func:`load_record`.
     """
     path = records_folder(folder)
     if path is None or not path.is_dir():
@@ -296,16 +249,14 @@ def _valid_date(text: str) -> bool:
 
 def load_quotes(path: str | os.PathLike[str] | None = None,
                 keys: Mapping[str, str | None] | None = None) -> list[dict[str, Any]]:
-    """Read and check the published reference figures (``verified/quoted.toml``).
-
-    Each figure was measured by someone else and read in its source; none was measured by this
-    course.  The file's header says what each field means.
+    """Read and check the figures published by others (``verified/quoted.toml``, whose header
+    says what each field means).
 
     Args:
         path: the file; default :data:`QUOTED` in :func:`records_folder` (none there: ``[]``).
-        keys: the result keys the notebooks record, ``{key: unit or None}``
-            (``tools/verify.py``'s ``notebook_result_keys``); when given, a figure for another key, or a
-            ``match = "same"`` figure in another unit, is an error.
+        keys: the notebooks' result keys, ``{key: unit or None}`` (``tools/verify.py``'s
+            ``notebook_result_keys``); a figure for another key, or a ``match = "same"`` one
+            in another unit, is then an error.
 
     Returns:
         One dict per ``[[quote]]``, in file order: ``key``, ``hardware``, ``value`` (a number),
@@ -317,8 +268,6 @@ def load_quotes(path: str | os.PathLike[str] | None = None,
             missing, unknown, empty or of the wrong type, a value that is not finite, a match
             other than :data:`MATCHES`, a malformed date, an unknown key or unit (with ``keys``).
         ImportError: on Python 3.10 without ``tomli`` (saying so).
-
-    Example: ``ak.report.load_quotes(keys=notebook_result_keys("notebooks"))`` (``tools/verify.py``)
     """
     if path is None:
         folder = records_folder()
@@ -339,11 +288,7 @@ def load_quotes(path: str | os.PathLike[str] | None = None,
 
 
 def quotes(key: str, path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
-    """Return the published reference figures for ``key`` (:func:`load_quotes`), in file order.
-
-    Raises:
-        ValueError, ImportError: as :func:`load_quotes`.
-    """
+    """Return the published figures for ``key`` (:func:`load_quotes`, whose errors it raises)."""
     return [q for q in load_quotes(path) if q["key"] == key]
 
 
@@ -357,26 +302,11 @@ def reference_lines(key: str, exclude_class: str | None = None,
                     folder: str | os.PathLike[str] | None = None) -> list[str]:
     """Return printable lines for ``key`` from other hardware: our records, then quoted figures.
 
-    First one line per verification record of another class, "KEY on CLASS (DATE, PROFILE
-    profile): VALUE" (measured by ``make verify``); then one line per published figure in
-    ``quoted.toml`` (:func:`quotes`), "KEY on HARDWARE: VALUE, quoted, not measured by this
-    course[, a close quantity]: WHAT (source: SOURCE, DATE)".  Where there is neither, one
-    line saying that this machine is the only one so far and how to add another
-    (:data:`ONLY_HERE`), so a notebook can always print the result of looking, never a
-    typed-in number.
-
-    Args:
-        key: a result key.
-        exclude_class: a hardware class whose record is left out (usually this machine's own;
-            quoted figures are always shown).
-        folder: the folder holding the records and ``quoted.toml``; default
-            :func:`records_folder`.
-
-    Raises:
-        ValueError: a record (:func:`load_record`) or ``quoted.toml`` (:func:`load_quotes`)
-            that cannot be read or is malformed.
-
-    Example: ``print(*ak.report.reference_lines("copy.pinned_speedup", HWC.name), sep="\n")``
+    One line per record of a class other than ``exclude_class``, "KEY on CLASS (DATE, PROFILE
+    profile): VALUE"; then one per figure in ``quoted.toml`` (:func:`quotes`), "KEY on
+    HARDWARE: VALUE, quoted, not measured by this course[, a close quantity]: WHAT (source:
+    SOURCE, DATE)"; with neither, :data:`ONLY_HERE`.  ``folder`` defaults to
+    :func:`records_folder`.  Raises ValueError for a malformed record or ``quoted.toml``.
     """
     lines = [f"{key} on {r['class']}{' (emulated)' if r['emulated'] else ''} "
              f"({r['date']}, {r['profile']} profile): {format_value(r['value'], r['unit'])}"
@@ -392,3 +322,150 @@ def reference_lines(key: str, exclude_class: str | None = None,
                      f"quoted, not measured by this course{close}: {q['measured']} "
                      f"(source: {q['source']}, {q['date']})")
     return lines or [ONLY_HERE.format(key=key)]
+
+
+# ----------------------------------------------------------------------------- exercises
+@dataclass(frozen=True)
+class ExerciseKey:
+    """One exercise's answer key.
+
+    Attributes:
+        answer: the expected answer (unused when ``measured`` or ``judge`` is set).
+        hint: printed with a wrong or missing answer.
+        rel: relative tolerance of a numeric answer: right when ``abs(answer - expected) <=
+            rel * abs(expected)``; ``None``: right when ``answer == expected``.
+        measured: the answer is measured on this machine, registered by :func:`expect_exercise`.
+        judge: for answers that are functions: ``judge(answer)`` says whether it is right.
+    """
+
+    answer: Any
+    hint: str
+    rel: float | None = None
+    measured: bool = False
+    judge: Callable[[Any], bool] | None = None
+
+
+def _pads_to_size(pad_batch: Any) -> bool:
+    """Notebook 05, exercise 3: ``pad_batch(x, y, 8)`` pads 3 rows to 8 with weights 1, 1, 1, 0..."""
+    import tensorflow as tf  # only this key needs TensorFlow (notebook 05 requires it)
+
+    x, y, w = pad_batch(tf.ones((3, 64)), tf.zeros((3,), tf.int64), 8)
+    return x.shape == (8, 64) and y.shape == (8,) and float(tf.reduce_sum(w)) == 3.0
+
+
+_K = ExerciseKey
+#: Every keyed exercise, ``"NN.k"``: notebook NN, exercise k (hands-on ones have no key).
+EXERCISE_KEYS: dict[str, ExerciseKey] = {
+    # 00 device setup
+    "00.1": _K(1 / 12, "1 FLOP per element; bytes: read x and y, write z, 4 bytes each", rel=0.02),
+    "00.2": _K(None, "intensity = 2*64**3 / (3 * 64**2 * 2) FLOP/B; then roof.attainable_tflops(...)",
+              rel=0.02, measured=True),
+    "00.3": _K("synced", "which one waits for the device to finish?"),
+    # 01 data vs model parallelism (numbers within 2 %)
+    "01.1": _K((4 - 1) / (12 + 4 - 1), "the bubble formula of the pipeline section, for p stages "
+               "and m micro-batches", rel=0.02),
+    "01.2": _K(2 * (8 - 1) / 8 * 2e9 / 200e9, "the ring all-reduce cost model above, "
+               "without the latency", rel=0.02),
+    "01.3": _K((4 + 4 / 8 + 8 / 8) * 3e9 / 2**30, "the memory model above (ak.memory.per_device): "
+               "ZeRO-2 shards gradients and optimizer states, not the weights", rel=0.02),
+    # 02 mixed precision (exact answers)
+    "02.1": _K({"fp32", "tf32", "bf16"}, "compare 1e-6 with each format's smallest normal"),
+    "02.2": _K(2**18, "smallest normal / 3e-10, rounded up to a power of two"),
+    "02.3": _K(256 * 64 * 8 * 8 * 2, "elements x bytes per element"),
+    # 03 operator fusion (numbers to 1e-9)
+    "03.1": _K(5.0, "eager: k kernels of 1 read + 1 write; fused: 1 read + 1 write", rel=1e-9),
+    "03.2": _K(3, "read x, read r, write out (bias is tiny)", rel=1e-9),
+    "03.3": _K(4000, "compile time / time saved per call", rel=1e-9),
+    # 04 distributed data parallel (numbers within 2 %)
+    "04.1": _K(0.05 * 8, "SGD's linear rule (Goyal 2017): lr grows with the global batch", rel=0.02),
+    "04.2": _K(3400 / (4 * 1000), "measured throughput / the ideal (N x one process)", rel=0.02),
+    "04.3": _K((1347 // 2 // 32) // 2, "drop_last drops a remainder twice: when the sampler "
+               "splits the samples per rank and when the loader batches them", rel=0.02),
+    # 05 TPU (exact answers)
+    "05.1": _K(8 * 128, "the global batch is the per-replica batch times the replicas"),
+    "05.2": _K(2, "one compilation per batch shape: is the last batch of the training set full?"),
+    "05.3": _K(None, "pad x and y with zeros to `size` rows; weight 1.0 for real rows, 0.0 for "
+               "padding", judge=_pads_to_size),
+    # 06 capstone GPT (numbers within 2 %)
+    "06.1": _K(6 * 85_000_000 + 12 * 12 * 768 * 1024, "6 N + 12 L d T (PaLM, appendix B): "
+               "ak.gpt.flops_per_token", rel=0.02),
+    "06.2": _K(8 * 100, "without no_sync every micro-batch's backward all-reduces", rel=0.02),
+    "06.3": _K(6 * (48 - 2), "a checkpointed block keeps only its input; the rest is "
+               "recomputed in the backward", rel=0.02),
+}
+_EXERCISE = re.compile(r"\d\d\.\d+")
+_measured: dict[str, Any] = {}
+
+
+def _exercise_key(name: str) -> ExerciseKey:
+    """Return the key of exercise ``name``, or raise a ValueError naming the ones that exist."""
+    if not isinstance(name, str) or not _EXERCISE.fullmatch(name):
+        raise ValueError(f"an exercise is named 'NN.k' (notebook NN, exercise k), e.g. '02.3'; "
+                         f"got {name!r}")
+    if name not in EXERCISE_KEYS:
+        same = [n for n in EXERCISE_KEYS if n[:2] == name[:2]]
+        raise ValueError(f"exercise {name} has no answer key; notebook {name[:2]} has "
+                         f"{', '.join(same) or 'none'} (hands-on exercises are not checked)")
+    return EXERCISE_KEYS[name]
+
+
+def expect_exercise(name: str, value: Any) -> None:
+    """Register the answer of a ``measured`` exercise ``"NN.k"``, as measured on this machine.
+
+    Raises:
+        ValueError: for an unknown exercise, one whose key is fixed data, or ``value=None``.
+    """
+    if not _exercise_key(name).measured:
+        raise ValueError(f"exercise {name}'s answer is fixed (ak.report.EXERCISE_KEYS), not measured")
+    if value is None:
+        raise ValueError(f"expect_exercise({name!r}, None): the measured answer is missing")
+    _measured[name] = value
+
+
+def _judge_answer(name: str, key: ExerciseKey, answer: Any) -> tuple[bool, str]:
+    """Return ``(right, why)``: ``why`` says what was wrong beyond the hint ("" if nothing)."""
+    if key.judge is not None:
+        try:
+            return bool(key.judge(answer)), ""
+        except Exception as e:  # the learner's function failed: show why, with the hint
+            return False, f" (calling it raised {type(e).__name__}: {e})"
+    if key.measured and name not in _measured:
+        raise ValueError(f"exercise {name}'s answer is measured on this machine: run the cell that "
+                         f"calls ak.report.expect_exercise({name!r}, ...) first")
+    expected = _measured[name] if key.measured else key.answer
+    if key.rel is None:
+        try:
+            return bool(answer == expected), ""
+        except (TypeError, ValueError):  # e.g. an array: == gives no single truth value
+            return False, f" (expected a {type(expected).__name__}, got {type(answer).__name__})"
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return False, f" (expected a number, got {type(answer).__name__})"
+    return abs(value - float(expected)) <= key.rel * abs(float(expected)), ""
+
+
+def check_exercise(name: str, answer: Any) -> bool:
+    """Check an exercise answer; print whether it is right, with a hint when it is not.
+
+    Args:
+        name: the exercise, ``"NN.k"`` (notebook NN, exercise k), e.g. ``"02.3"``.
+        answer: a number (within the key's relative tolerance), a string or set (``==``), a
+            function (called by the key's judge), or ``None``: not answered yet.
+
+    Returns:
+        True when right; a wrong or missing answer returns False (raises nothing).  Prints
+        ``"✓ 02.3 correct"``, ``"✗ 02.3 not yet. Hint: ..."`` or ``"… 02.3 not answered yet.
+        Hint: ..."``.
+
+    Raises:
+        ValueError: for a name without a key, or a ``measured`` exercise whose value the
+            notebook has not registered with :func:`expect_exercise`.
+    """
+    key = _exercise_key(name)
+    if answer is None:
+        print(f"… {name} not answered yet. Hint: {key.hint}")
+        return False
+    right, why = _judge_answer(name, key, answer)
+    print(f"✓ {name} correct" if right else f"✗ {name} not yet{why}. Hint: {key.hint}")
+    return right
