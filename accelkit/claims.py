@@ -20,8 +20,9 @@ also appended, as one JSON line, to the file named by ``ACCELKIT_CLAIMS_LOG`` wh
 (``make nbval`` sets it): the interval next to its bound.
 
 Elsewhere: the hardware classes that carry these floors (and ``HardwareClass.claim``) are
-:mod:`accelkit.hardware`; deciding a claim from an interval is :func:`accelkit.stats.decide`;
-dtype names are read by :mod:`accelkit.dtypes`.
+:mod:`accelkit.hardware`; deciding a claim from an interval is :func:`accelkit.stats.decide`.
+It also holds the one table of dtype names (:func:`canonical`, :func:`short`), which
+:mod:`accelkit.hardware`, :mod:`accelkit.precision` and :mod:`accelkit.roofline` read.
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from accelkit import dtypes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -288,10 +287,38 @@ def for_gpu(kind: str, cc: tuple[int, int], *, bf16: bool, tf32: bool,
     return out
 
 
+# ----------------------------------------------------------------------------- dtype names
+#: Canonical dtype name (as torch, NumPy, TensorFlow and ml_dtypes spell it) -> the short key
+#: the course prints and uses as a result key, widest first.
+SHORT = {"float64": "fp64", "float32": "fp32", "tfloat32": "tf32", "float16": "fp16",
+         "bfloat16": "bf16"}
+#: Other spellings -> canonical name (the short keys, and the C/PyTorch type names).
+ALIASES = {**{s: n for n, s in SHORT.items()}, "double": "float64", "float": "float32",
+           "half": "float16"}
+
+
+def canonical(dtype: Any) -> str:
+    """Return the canonical name of a dtype: ``"float32"``, ``"tfloat32"``, ``"bfloat16"`` ...
+
+    Takes a name (``"bf16"``, ``"BFloat16"``, ``"half"``), a torch dtype, or anything with a
+    ``.name`` (NumPy, TensorFlow).  Returns any other name lower-cased, without ``"torch."``
+    (``torch.int8`` -> ``"int8"``), for the caller to reject with its own message; never raises.
+    """
+    raw = str(getattr(dtype, "name", dtype)).strip().replace("torch.", "").lower()
+    return ALIASES.get(raw, raw)
+
+
+def short(dtype: Any) -> str:
+    """Return the short key of a dtype (``"fp32"``, ``"tf32"``, ``"fp16"``, ``"bf16"``,
+    ``"fp64"``); a name with none (``"int8"``) as :func:`canonical` gives it.  Never raises."""
+    name = canonical(dtype)
+    return SHORT.get(name, name)
+
+
 # ----------------------------------------------------------------------------- asserting
 CLAIMS_LOG_ENV = "ACCELKIT_CLAIMS_LOG"
 
-# Default tolerances by canonical dtype name (accelkit.dtypes): (rtol, atol).  fp32 values
+# Default tolerances by canonical dtype name (:func:`canonical`): (rtol, atol).  fp32 values
 # follow torch.testing's defaults; low-precision ones follow its bf16/fp16 defaults.
 _TOL = {
     "float64": (1e-7, 1e-7),
@@ -306,13 +333,13 @@ def tolerance(dtype: Any) -> tuple[float, float]:
     """Return the default ``(rtol, atol)`` for comparing tensors of ``dtype``.
 
     Accepts torch/NumPy/TF dtypes or names (``"bfloat16"``, ``"bf16"``; read by
-    :func:`accelkit.dtypes.canonical`).  Values follow ``torch.testing.assert_close``'s
+    :func:`canonical`).  Values follow ``torch.testing.assert_close``'s
     defaults.
 
     Raises:
         ValueError: for a dtype with no default (integers compare exactly; pass tolerances).
     """
-    name = dtypes.canonical(dtype)
+    name = canonical(dtype)
     if name not in _TOL:
         raise ValueError(f"no default tolerance for dtype {name!r}; pass rtol and atol")
     return _TOL[name]
@@ -452,6 +479,6 @@ def _log_claim(comparison: Any, what: str, hardware: str, at_least: float | None
         warnings.warn(f"{CLAIMS_LOG_ENV}={path}: claim not logged ({exc})", stacklevel=3)
 
 
-__all__ = ["BF16_CLAIMS", "CLAIMS", "CLAIMS_LOG_ENV", "MEASURED_BF16_CLASSES", "XEON_VM_BF16",
-           "ZEN4_BF16", "Claim", "assert_close", "assert_speedup", "for_cpu", "for_gpu",
-           "measured_bf16", "tolerance"]
+__all__ = ["ALIASES", "BF16_CLAIMS", "CLAIMS", "CLAIMS_LOG_ENV", "MEASURED_BF16_CLASSES", "SHORT",
+           "XEON_VM_BF16", "ZEN4_BF16", "Claim", "assert_close", "assert_speedup", "canonical",
+           "for_cpu", "for_gpu", "measured_bf16", "short", "tolerance"]

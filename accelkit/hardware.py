@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelkit import claims, dtypes
+from accelkit import claims
 from accelkit.claims import CLAIMS, Claim
 
 if sys.version_info >= (3, 11):
@@ -113,9 +113,9 @@ class HardwareClass:
 
         ``None`` for CPUs, for the generic GPU classes (no peak is borrowed from another GPU)
         and for dtypes the datasheet does not list.  ``dtype``: ``"bf16"``, ``"bfloat16"``,
-        ``torch.bfloat16`` ... (read by :func:`accelkit.dtypes.short`).
+        ``torch.bfloat16`` ... (read by :func:`accelkit.claims.short`).
         """
-        return self.peak_tflops.get(dtypes.short(dtype))
+        return self.peak_tflops.get(claims.short(dtype))
 
     def datasheet_peak(self, dtype: Any) -> PeakChoice:
         """Return the dense datasheet peak of ``dtype`` here for MFU, or say why there is none.
@@ -130,7 +130,7 @@ class HardwareClass:
 
         Example: ``get("cuda-ampere-plus").datasheet_peak("bf16").tflops  # None``
         """
-        short = dtypes.short(dtype)
+        short = claims.short(dtype)
         peak = self.peak(short)
         if peak is not None:
             return PeakChoice(peak, f"{self.name} datasheet, dense {short}: {self.source}")
@@ -166,7 +166,7 @@ class HardwareClass:
         order = list(self.sdpa_backends)
         if not order:
             raise ValueError(f"{self.name} has no SDPA backend data (sdpa_backends is empty)")
-        short = dtypes.short(dtype)
+        short = claims.short(dtype)
         if self.kind == "cuda" and short not in ("fp16", "bf16"):  # flash, cuDNN: 16-bit only
             order = [b for b in order if b not in ("FLASH_ATTENTION", "CUDNN_ATTENTION")]
         cudnn_note = ""
@@ -425,7 +425,7 @@ def datasheet_tflops(device_name: str, dtype: Any) -> float | None:
     Args:
         device_name: e.g. ``torch.cuda.get_device_name()`` (``"NVIDIA A100-SXM4-80GB"``).
         dtype: ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ``"fp8"``, a long name
-            (``"bfloat16"``) or a torch dtype (read by :func:`accelkit.dtypes.short`).
+            (``"bfloat16"``) or a torch dtype (read by :func:`accelkit.claims.short`).
 
     Example: ``datasheet_tflops("NVIDIA A100-SXM4-80GB", "bf16")  # 312.0``
     """

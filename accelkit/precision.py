@@ -1,63 +1,46 @@
-"""Mixed precision: number formats, the AMP dtype choice, and whether this machine takes it.
+"""Mixed precision: number formats, the AMP dtype choice, whether this machine takes it, and
+what autocast does op by op.
 
-* **Formats** — :func:`float_formats` gives range and precision of fp32, tf32, fp16 and bf16
-  (from the IEEE-754 formula, since tf32 has no storage type anywhere; the tests check it
-  against ``torch.finfo`` for the others); :meth:`FloatFormat.round` rounds fp32 values to a
-  format, to *see* what it keeps.
-* **PyTorch AMP** — :func:`amp_choice` picks the autocast dtype for a device from the hardware
-  class, says whether a ``GradScaler`` is needed and whether the hardware has native units
-  for it; :func:`make_step` builds one training step (device-generic ``torch.autocast``, never
-  the deprecated ``torch.cuda.amp``) whose GradScaler is enabled exactly for fp16.
-* **Whether this machine takes the low-precision path** — :func:`amp_path` decides it once per
-  process: from the hardware class where its machines agree, from a short bf16 vs fp32
-  measurement where they do not (AVX512-BF16 CPUs: a Xeon VM 0.55x, an AMD Zen 4 2.9x-4.4x), with
-  the claims the notebooks assert (:class:`AmpPath`, an :class:`AmpChoice` too).
+* Formats: :func:`float_formats` (range and precision of fp32, tf32, fp16, bf16 from the
+  IEEE-754 formula; tf32 has no storage type) and :meth:`FloatFormat.round`.
+* PyTorch AMP: :func:`amp_choice` (autocast dtype, GradScaler, native units, from the hardware
+  class) and :func:`make_step` (one ``torch.autocast`` step, GradScaler enabled exactly for fp16).
+* :func:`amp_path`: whether this machine takes the bf16 path, once per process: from the class,
+  or a short bf16 vs fp32 measurement where its CPUs disagree, with the claims asserted.
+* Dtypes seen: :func:`trace` records the dtype each torch op returns (what autocast lowers);
+  :func:`keras_activation_bytes` counts a Keras model's activation bytes per compute dtype.
 
-Elsewhere: what autocast really does, op by op (:func:`accelkit.dtypes.trace`), dtype *names*
-and their aliases, in :mod:`accelkit.dtypes`; which hardware has bf16/fp16 units, and datasheet
-peaks, in the hardware-class table :mod:`accelkit.hardware`; memory measurements
-(:func:`accelkit.memory.saved_activation_bytes`, :func:`accelkit.memory.measured_peak_bytes`)
-in :mod:`accelkit.memory`.
-
-Example::
-
-    path = ak.precision.amp_path(device)   # bf16 on this CPU, no scaler; taken here?
-    with torch.autocast(path.device_type, dtype=path.dtype, enabled=path.use):
-        loss = loss_fn(model(x), y)
+Elsewhere: dtype names (:func:`accelkit.claims.canonical`, :func:`accelkit.claims.short`);
+bf16/fp16 units and datasheet peaks in :mod:`accelkit.hardware`; memory peaks in :mod:`accelkit.memory`.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accelkit import dtypes
+from accelkit.claims import ALIASES, SHORT, canonical
 
 # ----------------------------------------------------------------------------- formats
 #: The formats the course compares, widest first.
 FORMATS = ("float32", "tfloat32", "float16", "bfloat16")
-# name -> (storage bits, exponent bits, explicit mantissa bits); tf32 is stored in 32 bits,
-# tensor cores read 1+8+10 of them
+# name -> (storage bits, exponent bits, explicit mantissa bits); tensor cores read 19 of tf32's 32
 _LAYOUT = {"float32": (32, 8, 23), "tfloat32": (32, 8, 10), "float16": (16, 5, 10),
            "bfloat16": (16, 8, 7)}
 
 
 def format_name(name: Any) -> str:
-    """Return the canonical format name for ``"bf16"``, ``torch.bfloat16``, ``"tf32"`` ...
-
-    The spelling is read by :func:`accelkit.dtypes.canonical`, restricted to :data:`FORMATS`.
-
-    Returns:
-        ``"float32"``, ``"tfloat32"``, ``"float16"`` or ``"bfloat16"``.
+    """Return the format name (in :data:`FORMATS`) of ``"bf16"``, ``torch.bfloat16``, ``"tf32"`` ...
 
     Raises:
         ValueError: for a format the course does not cover (lists the known ones).
     """
-    key = dtypes.canonical(name)
+    key = canonical(name)
     if key not in _LAYOUT:
-        aliases = ", ".join(a for a, n in dtypes.ALIASES.items() if n in _LAYOUT)
+        aliases = ", ".join(a for a, n in ALIASES.items() if n in _LAYOUT)
         raise ValueError(f"unknown float format {name!r}; use one of {', '.join(FORMATS)} "
                          f"(or {aliases})")
     return key
@@ -71,11 +54,8 @@ class FloatFormat:
     smallest subnormal ``2**(1-b-m)``, ``eps = 2**-m`` (IEEE 754-2019, §3.3; all four formats
     reserve the top exponent for inf/NaN; equal to ``torch.finfo``, tested).
 
-    Attributes:
-        name: ``"float32"``, ``"tfloat32"``, ``"float16"`` or ``"bfloat16"``.
-        bits: storage bits (tf32 is stored in 32 bits; only 19 are used).
-        exponent_bits: ``e``, bits of the exponent (sets the range).
-        mantissa_bits: ``m``, explicit fraction bits (set the precision).
+    Attributes: ``name`` (in :data:`FORMATS`), ``bits`` (storage; tf32 uses 19 of its 32),
+    ``exponent_bits`` ``e`` (the range), ``mantissa_bits`` ``m`` (explicit; the precision).
     """
 
     name: str
@@ -86,7 +66,7 @@ class FloatFormat:
     @property
     def short(self) -> str:
         """The short name: ``"fp32"``, ``"tf32"``, ``"fp16"``, ``"bf16"``."""
-        return dtypes.SHORT[self.name]
+        return SHORT[self.name]
 
     @property
     def max(self) -> float:
@@ -113,27 +93,14 @@ class FloatFormat:
         """Significant decimal digits, ``(mantissa_bits + 1) * log10(2)``."""
         return (self.mantissa_bits + 1) * math.log10(2)
 
-    @property
-    def range_decades(self) -> float:
-        """Decades between the smallest normal and the largest value, ``log10(max / min)``."""
-        return math.log10(self.max / self.smallest_normal)
-
     def round(self, x: Any) -> Any:
-        """Round float32 values to this format and return them as float32 (to see what survives).
+        """Round a float32 tensor to this format; return float32 of ``x``'s shape (inf/NaN kept).
 
         fp16 and bf16 round through the real dtype (``x.to(dtype).float()``); tf32 keeps the
         top 10 mantissa bits with round-to-nearest-even, as tensor cores do on input.
 
-        Args:
-            x: a float32 ``torch.Tensor`` (any shape).
-
-        Returns:
-            A float32 tensor of ``x``'s shape holding the rounded values (inf/NaN kept).
-
         Raises:
-            TypeError: when ``x`` is not a float32 tensor.
-
-        Example: ``float_formats("fp16")["fp16"].round(torch.tensor([1e-8]))  # tensor([0.])``
+            TypeError: when ``x`` is not a float32 ``torch.Tensor``.
         """
         import torch
 
@@ -166,20 +133,11 @@ class Formats(dict[str, FloatFormat]):
 
 
 def float_formats(*names: Any) -> Formats:
-    """Describe formats: range, precision, smallest normal and subnormal.
+    """Describe formats (range, precision, smallest normal and subnormal) by name or dtype.
 
-    Args:
-        *names: ``"float32"``/``"fp32"``, ``"tfloat32"``/``"tf32"``, ``"float16"``/``"fp16"``,
-            ``"bfloat16"``/``"bf16"`` or torch dtypes; none: all of :data:`FORMATS`.
-
-    Returns:
-        :class:`Formats`, ``{short name: FloatFormat}`` in the given order; ``.markdown()``
-        renders it.
-
-    Raises:
-        ValueError: for an unknown format.
-
-    Example: ``float_formats("fp16")["fp16"].max  # 65504.0``
+    ``names``: ``"fp32"``/``"float32"``, ``"tf32"``, ``"fp16"``, ``"bf16"`` or torch dtypes;
+    none: all of :data:`FORMATS`.  Returns :class:`Formats`, ``{short name: FloatFormat}`` in
+    the given order.  Raises ``ValueError`` for an unknown format.
     """
     out = Formats()
     for key in map(format_name, names or FORMATS):
@@ -194,12 +152,10 @@ class AmpChoice:
     """The autocast settings for one device.
 
     Attributes:
-        device_type: ``"cuda"``, ``"cpu"``, ``"mps"``, ``"xla"`` (what ``torch.autocast``
-            and ``torch.amp.GradScaler`` take).
-        dtype: the low-precision dtype for autocast (``torch.bfloat16``/``torch.float16``).
+        device_type: ``"cuda"``, ``"cpu"``, ``"mps"``, ``"xla"`` (for ``torch.autocast``).
+        dtype: the autocast dtype (``torch.bfloat16``/``torch.float16``).
         needs_scaler: True for fp16 (gradients underflow without loss scaling).
-        native: the hardware has fast units for ``dtype`` (expect a speedup); False means
-            it is emulated and usually *slower* than fp32.
+        native: the hardware has units for ``dtype``; False: emulated, usually slower than fp32.
         reason: one sentence saying why.
     """
 
@@ -222,26 +178,16 @@ AUTOCAST_DEVICE = {"cpu": "cpu", "cuda": "cuda", "rocm": "cuda", "mps": "mps", "
 def amp_choice(device: Any = None, dtype: Any = None, *, hw: Any = None) -> AmpChoice:
     """Choose the autocast dtype for ``device`` and say whether it needs a GradScaler.
 
-    Read from the hardware-class table (:mod:`accelkit.hardware`): a GPU with bf16 tensor
-    cores (A10/L4/A100/H100/H200, MI300) gets bf16 without a scaler; a T4 or V100 gets fp16
-    with a GradScaler (``torch.cuda.is_bf16_supported()`` is not asked: it counts emulation
-    and says True on a T4); Apple MPS fp16 with a scaler; a TPU bf16; a CPU bf16 (the CPU
-    autocast default), *native* only where its class has bf16 units.  Passing ``dtype``
-    forces it (fp16 then always needs a scaler).
-
-    Args:
-        device: a ``torch.device`` or string; default: the best device here.
-        dtype: force ``torch.bfloat16``/``torch.float16`` (or ``"bf16"``/``"fp16"``).
-        hw: decide for this :class:`accelkit.hardware.HardwareClass` instead of probing
-            ``device`` (``doctor --hardware`` uses it; nothing is touched).
+    From the hardware class (:mod:`accelkit.hardware`, not ``torch.cuda.is_bf16_supported()``,
+    which counts emulation): bf16 tensor cores -> bf16, no scaler; T4/V100 and MPS -> fp16 with
+    a scaler; TPU, CPU -> bf16, *native* only with bf16 units.  ``dtype`` forces one (fp16
+    always with a scaler); ``hw`` (a ``HardwareClass``) decides without probing ``device``.
 
     Returns:
         An :class:`AmpChoice`.
 
     Raises:
         ValueError: for a dtype other than bf16/fp16.
-
-    Example: ``amp = amp_choice("cpu"); amp.dtype  # torch.bfloat16``
     """
     import torch
 
@@ -253,28 +199,27 @@ def amp_choice(device: Any = None, dtype: Any = None, *, hw: Any = None) -> AmpC
         name = format_name(dtype)
         if name not in ("bfloat16", "float16"):
             raise ValueError(f"autocast runs in bfloat16 or float16, not {name}")
-    short, native = dtypes.SHORT[name], cls.native(name)
+    key, native = SHORT[name], cls.native(name)
     scaler = name == "float16"
     if native:
-        why = f"{cls.name} has {short} units" + (
+        why = f"{cls.name} has {key} units" + (
             "; fp16's narrow range needs loss scaling" if scaler else
             " (bf16 has fp32's range: no scaler)")
     elif cls.kind == "cpu":
-        why = (f"{cls.name} has no {short} units: {short} is converted to compute, slower "
+        why = (f"{cls.name} has no {key} units: {key} is converted to compute, slower "
                "than fp32")
     else:  # a GPU without units for it: pre-Volta fp16, or bf16 forced before Ampere
-        why = (f"{cls.name} has no {short} tensor cores: {short} halves the bytes moved, but "
+        why = (f"{cls.name} has no {key} tensor cores: {key} halves the bytes moved, but "
                "the matmuls gain nothing (bf16 before Ampere is emulated, slower)"
                + ("; fp16's narrow range needs loss scaling" if scaler else ""))
     return AmpChoice(AUTOCAST_DEVICE[cls.kind], getattr(torch, name), scaler, native, why)
 
 
 # ----------------------------------------------------------------------------- the AMP path
-#: The measured path's probe: bf16 vs fp32 on a (PROBE_SIZE, PROBE_SIZE) matmul must be at
-#: least PROBE_AT_LEAST times faster (the whole 95 % interval above it) before a machine of a
-#: class whose CPUs disagree takes the bf16 path.  The margin above 1x keeps the notebooks'
-#: later re-check on fresh pairs (floor 1x, :func:`accelkit.claims.measured_bf16`) from being
-#: a coin toss; a Zen 4 measured 2.9x-4.4x, a Xeon VM of the same class 0.55x.
+#: Where a class's CPUs disagree, bf16 vs fp32 on a (PROBE_SIZE, PROBE_SIZE) matmul must be
+#: at least PROBE_AT_LEAST times faster (whole 95 % interval) for the bf16 path; the margin
+#: above 1x keeps the notebooks' re-check on fresh pairs (floor 1x) from being a coin toss
+#: (a Zen 4 measured 2.9x-4.4x, a Xeon VM of the same class 0.55x).
 PROBE_AT_LEAST = 1.2
 PROBE_SIZE = 1024
 _PATHS: dict[tuple[str, str], AmpPath] = {}
@@ -284,21 +229,13 @@ _PATHS: dict[tuple[str, str], AmpPath] = {}
 class AmpPath(AmpChoice):
     """The class's :class:`AmpChoice`, whether this machine takes it, and the claims with it.
 
-    The *class* decides what the hardware can do; where the CPUs of one class disagree on
-    what it does (AVX512-BF16 without AMX: a Xeon VM 0.55x of fp32, an AMD Zen 4 2.9x-4.4x), a
-    short measurement on this machine decides (:func:`amp_path`).
-
-    Attributes:
-        device_type, dtype, needs_scaler, native: as :class:`AmpChoice`.
-        reason: one sentence saying what decided, with the measurement where there is one.
+    Attributes (besides :class:`AmpChoice`'s; ``reason`` says what decided):
         hardware: the hardware class's name.
-        use: take the path: run the autocast rungs and keep them (the dtype has units here
-            and, where measured, was clearly faster than fp32).
+        use: take the path (the dtype has units here and, where measured, was clearly faster
+            than fp32).
         decided_by: ``"class"`` (the class's units and floors) or ``"measurement"``.
-        claims: the claims that follow the 16-bit matmul's speed
-            (:data:`accelkit.claims.BF16_CLAIMS`), from the class or from the measurement.
-        probe: the bf16 vs fp32 matmul :class:`accelkit.bench.Comparison` measured here, or
-            ``None`` where the class decided.
+        claims: the claims of :data:`accelkit.claims.BF16_CLAIMS`, from class or measurement.
+        probe: the bf16 vs fp32 :class:`accelkit.bench.Comparison` measured here, or ``None``.
     """
 
     hardware: str = ""
@@ -308,10 +245,8 @@ class AmpPath(AmpChoice):
     probe: Any = None
 
     def claim(self, name: str) -> Any:
-        """Return the :class:`accelkit.claims.Claim` for ``name`` on this machine.
-
-        The 16-bit claims (``bf16_matmul``, ``amp_step_torch``, ``amp_step_tf``, ``gpt_amp``)
-        come from this path (its measurement where there is one), every other from the class.
+        """Return the :class:`accelkit.claims.Claim` for ``name`` on this machine: the 16-bit
+        claims from this path (its measurement where there is one), every other from the class.
 
         Raises:
             KeyError: for a claim name not in :data:`accelkit.claims.CLAIMS`.
@@ -333,12 +268,9 @@ class AmpPath(AmpChoice):
 
 
 def _probe_bf16(device: Any) -> Any:
-    """Time a (PROBE_SIZE, PROBE_SIZE) bf16 matmul against fp32 in interleaved pairs (~2-4 s).
-
-    Data from a private generator (the notebook's seeded random stream is not touched); the
-    claim ``at_least=PROBE_AT_LEAST`` lets :func:`accelkit.bench.compare` time more pairs,
-    for at most 2 s more, while the interval straddles it.
-    """
+    """Time a (PROBE_SIZE, PROBE_SIZE) bf16 matmul against fp32 in interleaved pairs (~2-4 s;
+    up to 2 s more while the interval straddles PROBE_AT_LEAST); a private generator, so the
+    notebook's seeded stream is not touched."""
     import torch
 
     from accelkit import bench
@@ -356,29 +288,21 @@ def amp_path(device: Any = None, *, hw: Any = None, probe: Callable[[], Any] | N
              refresh: bool = False) -> AmpPath:
     """Decide whether this machine takes the low-precision (bf16) path, once per process.
 
-    The one place the course decides it.  Where the hardware class is uniform it decides
-    alone: GPUs and TPUs with units for their autocast dtype take it, with the class's floors;
-    CPUs without bf16 units (``cpu-avx2``, also when emulated with ``ACCELKIT_HARDWARE``) do
-    not; ``cpu-amx`` does.  Where the class's CPUs disagree (``cpu-avx512-bf16``:
-    ``HardwareClass.bf16_measured``) it times a 1024² bf16 matmul against fp32 in interleaved
-    pairs on this machine (:func:`accelkit.bench.compare`, a few seconds) and takes the path
-    only where the whole 95 % interval is above :data:`PROBE_AT_LEAST`; the claims then come
-    from :func:`accelkit.claims.measured_bf16`: the notebooks' bf16 matmul must be at least
-    as fast as fp32 on fresh pairs (a Zen 4), or nothing is claimed (a Xeon VM, 0.55x).
-    ``ak.device.onednn_kernels()`` shows which oneDNN kernel ran it.
+    A uniform hardware class decides alone (GPUs/TPUs with units for their dtype and
+    ``cpu-amx`` take it; ``cpu-avx2`` does not).  Where the class's CPUs disagree
+    (``HardwareClass.bf16_measured``) it times a 1024² bf16 vs fp32 matmul here and takes the
+    path only where the whole 95 % interval is above :data:`PROBE_AT_LEAST`; the claims then
+    come from :func:`accelkit.claims.measured_bf16`.
 
     Args:
         device: the torch device; default: the best device here.
         hw: decide for this :class:`accelkit.hardware.HardwareClass` instead of the device's.
-        probe: a callable returning the bf16 vs fp32 :class:`accelkit.bench.Comparison`
-            (tests pass a faked measurement); default: :func:`_probe_bf16` on ``device``.
+        probe: returns the bf16 vs fp32 :class:`accelkit.bench.Comparison` (tests fake it);
+            default: :func:`_probe_bf16` on ``device``.
         refresh: measure again instead of returning this process's earlier answer.
 
     Returns:
-        An :class:`AmpPath` (an :class:`AmpChoice` for autocast too);
-        ``path.claim("bf16_matmul")`` is the floor the notebook asserts.
-
-    Example: ``PATH = amp_path(dev); BF16 = PATH.claim("bf16_matmul")``
+        An :class:`AmpPath`; ``path.claim("bf16_matmul")`` is the floor the notebook asserts.
     """
     from accelkit import claims, hardware, stats
     from accelkit import device as _device
@@ -413,17 +337,11 @@ def amp_path(device: Any = None, *, hw: Any = None, probe: Callable[[], Any] | N
 
 @dataclass
 class AmpStep:
-    """One training step for a precision: autocast around forward and loss, a GradScaler.
+    """One training step (from :func:`make_step`); ``step(x, y)`` returns the detached loss.
 
-    Built by :func:`make_step`; call it as ``step(x, y)`` to run one optimizer step and get
-    the (detached) loss.
-
-    Attributes:
-        model, opt: the module trained and its optimizer.
-        dtype: the autocast dtype, or ``None`` for the fp32 baseline (autocast disabled).
-        scaler: the ``torch.amp.GradScaler``, *enabled* exactly when ``dtype`` is fp16.
-        loss_fn: ``loss_fn(output, y)``, computed inside autocast.
-        autocast: the ``torch.autocast`` context the forward pass runs in.
+    Attributes: ``model``, ``opt``; ``dtype`` (``None``: fp32, autocast disabled); ``scaler``
+    (a ``torch.amp.GradScaler``, enabled exactly for fp16); ``loss_fn(output, y)`` and the
+    forward pass run inside ``autocast`` (the ``torch.autocast`` context).
     """
 
     model: Any
@@ -447,29 +365,22 @@ def make_step(model: Any, opt: Any, device: Any = None, dtype: Any = None, *,
               scaler: Any = None, loss_fn: Callable[[Any, Any], Any] | None = None) -> AmpStep:
     """Return one training step for ``dtype``: autocast + a GradScaler chosen by :func:`amp_choice`.
 
-    The shape nanoGPT made familiar: ``torch.autocast`` around the forward pass and the loss
-    (``enabled=False`` for the fp32 baseline, through the same code), ``backward`` outside it,
-    and a ``GradScaler`` that is *enabled* whenever the dtype is fp16 (its gradients underflow
-    without loss scaling) and a pass-through for bf16 and fp32.
+    ``torch.autocast`` around forward and loss (``enabled=False`` for the fp32 baseline),
+    ``backward`` outside it, a ``GradScaler`` enabled exactly for fp16 (nanoGPT's shape).
 
     Args:
-        model: the module (fp32 parameters: autocast casts per op).
-        opt: its optimizer.
+        model, opt: the module (fp32 parameters) and its optimizer.
         device: the device the step runs on; default: the best device here.
-        dtype: ``torch.bfloat16``/``torch.float16`` (or ``"bf16"``/``"fp16"``); ``None`` is
-            the fp32 baseline.
-        scaler: a ``torch.amp.GradScaler`` to use (its ``init_scale``, ``growth_interval``
-            ...); default: one enabled exactly for fp16.
+        dtype: ``torch.bfloat16``/``torch.float16`` (or ``"bf16"``/``"fp16"``); ``None``: fp32.
+        scaler: a ``torch.amp.GradScaler``; default: one enabled exactly for fp16.
         loss_fn: ``loss_fn(output, y)``; default: ``torch.nn.functional.cross_entropy``.
 
     Returns:
-        An :class:`AmpStep`; ``step(x, y)`` runs one optimizer step and returns the loss.
+        An :class:`AmpStep`.
 
     Raises:
         ValueError: for fp16 with a disabled ``scaler`` (fp16 gradients below 6e-8 would
             silently become 0: pass an enabled one, or none), and as :func:`amp_choice`.
-
-    Example: ``step = make_step(model, opt, dev, torch.float16); loss = step(x, y)``
     """
     import torch
 
@@ -486,5 +397,101 @@ def make_step(model: Any, opt: Any, device: Any = None, dtype: Any = None, *,
                    loss_fn or torch.nn.functional.cross_entropy, ctx)
 
 
-__all__ = ["FORMATS", "PROBE_AT_LEAST", "PROBE_SIZE", "AmpChoice", "AmpPath", "AmpStep", "FloatFormat",
-           "Formats", "amp_choice", "amp_path", "float_formats", "format_name", "make_step"]
+# ----------------------------------------------------------------------------- dtype traces
+@dataclass(frozen=True)
+class OpRecord:
+    """One op called during a traced function: its name (``"conv2d"``, ``"__add__"``), the
+    dtypes of its tensor arguments as given (before autocast casts them), and of its (first)
+    tensor result."""
+
+    op: str
+    inputs: tuple[str, ...]
+    output: str
+
+
+class DtypeTrace(list[OpRecord]):
+    """The :class:`OpRecord` of each op a traced function called, in order (a list)."""
+
+    def table(self) -> str:
+        "Return a Markdown table, one row per distinct (op, inputs, output) with its calls."""
+        seen = collections.Counter((r.op, r.inputs, r.output) for r in self)
+        rows = ["| op | input dtypes | output dtype | calls |", "|---|---|---|---|"]
+        rows += [f"| {op} | {', '.join(ins)} | {out} | {n} |" for (op, ins, out), n in seen.items()]
+        return "\n".join(rows)
+
+
+def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, DtypeTrace]:
+    """Call ``fn(*args, **kwargs)`` and record the dtype each top-level torch op returns.
+
+    A ``torch.overrides.TorchFunctionMode`` logs every ``torch.*``/``F.*``/tensor-method call
+    made by ``fn`` or its modules (not the calls made inside an op).  Run it inside
+    ``torch.autocast`` to see which ops autocast lowers and which it keeps in float32.
+
+    Returns:
+        ``(result, ops)``: ``fn``'s result and a :class:`DtypeTrace`, one :class:`OpRecord`
+        per op, in order.
+    """
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    records = DtypeTrace()
+
+    def tensors(obj: Any) -> list[Any]:
+        if isinstance(obj, torch.Tensor):
+            return [obj]
+        if isinstance(obj, dict):
+            obj = list(obj.values())
+        return [t for o in obj for t in tensors(o)] if isinstance(obj, (list, tuple)) else []
+
+    def dtype(t: Any) -> str:
+        return str(t.dtype).replace("torch.", "")
+
+    class _Recorder(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, a: Any = (), kw: Any = None) -> Any:
+            out = func(*a, **(kw or {}))
+            name = getattr(func, "__name__", str(func))
+            outs = tensors(out)
+            if outs and name not in ("__get__", "__set__"):  # skip attribute access
+                if name.startswith("_") and not name.startswith("__"):
+                    name = name[1:]  # F.max_pool2d dispatches to "_max_pool2d"
+                ins = tuple(dtype(t) for t in tensors(list(a) + list((kw or {}).values())))
+                records.append(OpRecord(name, ins, dtype(outs[0])))
+            return out
+
+    with _Recorder():
+        result = fn(*args, **kwargs)
+    return result, records
+
+
+_ITEMSIZE = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _leaf_layers(model: Any) -> list[Any]:
+    return [leaf for layer in model.layers
+            for leaf in (_leaf_layers(layer) if getattr(layer, "layers", None) else [layer])]
+
+
+def keras_activation_bytes(model: Any, batch_size: int) -> int:
+    """Return the bytes of every layer's output for one batch, in each layer's compute dtype.
+
+    ``sum(batch_size * prod(output.shape[1:]) * itemsize(compute_dtype))`` over the layers of a
+    built Keras model (nested models walked): the activations a step keeps for backward,
+    counted from shapes (TensorFlow reports no allocator peak on a CPU).
+
+    Raises:
+        ValueError: for ``batch_size < 1`` or a layer dtype with no known size.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    total = 0
+    for layer in _leaf_layers(model):
+        dtype = str(getattr(layer.compute_dtype, "name", layer.compute_dtype))
+        if dtype not in _ITEMSIZE:
+            raise ValueError(f"layer {layer.name}: unknown size of dtype {dtype!r}")
+        total += batch_size * math.prod(layer.output.shape[1:]) * _ITEMSIZE[dtype]
+    return int(total)
+
+
+__all__ = ["FORMATS", "PROBE_AT_LEAST", "PROBE_SIZE", "AmpChoice", "AmpPath", "AmpStep", "DtypeTrace",
+           "FloatFormat", "Formats", "OpRecord", "amp_choice", "amp_path", "float_formats",
+           "format_name", "keras_activation_bytes", "make_step", "trace"]

@@ -32,7 +32,7 @@ results" (2019), https://blogs.fau.de/hager/archives/8263, measures it.  Per dev
 A :class:`Roofline`'s ``bandwidth_gbps`` is memory traffic, :attr:`Roofline.copy_gbps` the copy in
 STREAM's counting, and :meth:`Roofline.traffic` turns a kernel's bytes read and written into the
 ``bytes_moved`` to place it with.  Elsewhere: timing in :mod:`accelkit.bench`; datasheet peaks in
-:mod:`accelkit.hardware`; dtype names in :mod:`accelkit.dtypes` (its short names key the results).
+:mod:`accelkit.hardware`; dtype names in :mod:`accelkit.claims` (its short names key the results).
 
 Example::
 
@@ -51,12 +51,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelkit import bench, config, dtypes
+from accelkit import bench, claims, config
 from accelkit import device as _device
 
 #: The dtypes the roofline measures: short key (the result key) -> torch dtype name, both
-#: spelled by :mod:`accelkit.dtypes`.
-DTYPE_NAMES = {dtypes.SHORT[name]: name for name in ("float32", "bfloat16", "float16")}
+#: spelled by :mod:`accelkit.claims`.
+DTYPE_NAMES = {claims.SHORT[name]: name for name in ("float32", "bfloat16", "float16")}
 
 MIB = 2**20
 
@@ -65,12 +65,12 @@ def dtype_key(dtype: Any) -> str:
     """Return the short name (``"fp32"``, ``"bf16"``, ``"fp16"``) of a dtype or dtype name.
 
     Accepts ``"bf16"``, ``"bfloat16"``, ``torch.bfloat16``, ``tf.bfloat16`` ... (the names
-    :func:`accelkit.dtypes.short` reads).
+    :func:`accelkit.claims.short` reads).
 
     Raises:
         ValueError: for a dtype the roofline does not measure.
     """
-    key = dtypes.short(dtype)
+    key = claims.short(dtype)
     if key not in DTYPE_NAMES:
         raise ValueError(f"unknown dtype {dtype!r}; the roofline knows "
                          f"{', '.join(DTYPE_NAMES)} (or {', '.join(DTYPE_NAMES.values())})")

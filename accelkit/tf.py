@@ -17,7 +17,7 @@ this module is cheap; inside it, the TensorFlow module is always the local name 
 Elsewhere: the PyTorch and CPU probes and :class:`accelkit.device.DeviceInfo` in
 :mod:`accelkit.device`; what each device can do in :mod:`accelkit.hardware`; the timing
 itself and its statistics in :mod:`accelkit.bench`; ``tf.distribute`` strategies and JAX
-meshes in :mod:`accelkit.sharding`; Keras activation bytes in :mod:`accelkit.dtypes`.
+meshes in :mod:`accelkit.sharding`; Keras activation bytes in :mod:`accelkit.precision`.
 
 Example::
 
