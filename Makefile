@@ -139,7 +139,7 @@ runtimes: $(STAMP)  ## run times in README, notebook headers and TEACHING.md fro
 	$(PY) tools/teaching.py --write
 
 doctor: $(STAMP)
-	$(PY) -m accelkit doctor
+	$(PY) -m accelkit.env
 
 clean:
 	rm -rf build

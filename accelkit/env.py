@@ -1,55 +1,131 @@
-"""What this machine is, what the notebooks need, and ``python -m accelkit doctor``.
+"""This machine, the notebooks' needs, the size profile; ``python -m accelkit.env`` (the doctor).
 
-The machine: :func:`hardware_summary` / :func:`hardware_card` (a copy-pasteable report of the
-probes and library versions), :func:`capabilities` (what it has that a notebook may need: bf16
-units, NCCL and two GPUs, a compiler ...) and :func:`class_card` / :func:`class_list` (every
-decision the course takes on a hardware class).  The notebooks: each declares what it needs in
-its own metadata (one source; nothing here lists the notebooks)::
-
-    {"accelkit": {"requires": ["jax"], "needs": {"tpu": "TPU-only cells skip with a message"}}}
-
-``requires``: modules without which it cannot run (``make run`` and ``make verify`` skip it,
-:func:`missing_modules`); ``needs``: keys of :data:`CAPABILITIES` whose absence makes some cells
-skip or fall back (the value says what runs instead).  :func:`check_needs` is the only place
-where a notebook's needs meet a machine; :func:`doctor` is the report.  Elsewhere: the class
-table in :mod:`accelkit.hardware`, the probes in :mod:`accelkit.device`, executing notebooks in
-``tools/run_notebooks.py``.  Nothing here initialises CUDA or imports TensorFlow unless asked.
+Owns the hardware card, what this machine has (:func:`capabilities`), a class's decisions
+(:func:`class_card`), the notebooks' needs and the doctor, and the size profile, seeding and
+scratch folder.  A notebook declares in its metadata ``{"accelkit": {"requires": ["jax"],
+"needs": {"tpu": "what runs instead"}}}``: ``requires``, modules it cannot run without (``make
+run``/``make verify`` skip it); ``needs``, keys of :data:`CAPABILITIES` whose absence makes
+cells fall back.  Elsewhere: the class table (:mod:`accelkit.hardware`), the probes
+(:mod:`accelkit.device`).  Nothing here initialises CUDA or imports TensorFlow unless asked.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib.metadata
 import importlib.util
 import os
 import platform
+import random
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from accelkit import device, hardware
 from accelkit import tf as tf_device
 
 _LIBS = ("accelkit", "torch", "tensorflow", "keras", "numpy", "torch_xla")
+T = TypeVar("T")
+
+# ----------------------------------------------------------------------------- size profile
+PROFILE_ENV = "ACCELKIT_PROFILE"
+SCRATCH_ENV = "ACCELKIT_SCRATCH"
+PROFILES = ("ci", "full")
 
 
+@dataclass(frozen=True)
+class Profile:
+    """A resolved size profile: ``name`` (``"ci"``: a 2-core CPU runs a notebook in about a
+    minute; ``"full"``: sizes that keep a GPU/TPU busy) and ``reason`` (why it was chosen)."""
+
+    name: str
+    reason: str
+
+    @property
+    def is_full(self) -> bool:
+        """True in the ``full`` profile."""
+        return self.name == "full"
+
+    def pick(self, ci: T, full: T) -> T:
+        """Return ``ci`` in the ``ci`` profile, ``full`` in ``full`` (``P.pick(ci=8, full=64)``)."""
+        return full if self.is_full else ci
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.reason})"
+
+
+def profile(name: str | None = None) -> Profile:
+    """Resolve the size profile: ``name`` (``"ci"``, ``"full"``, ``"auto"``) or ``$ACCELKIT_PROFILE``
+    (default ``"auto"``: ``full`` when :func:`accelkit.device.accelerator_name` finds a GPU/TPU,
+    else ``ci``).  Resolve it once (``P = ak.env.profile()``) and pass it on.
+
+    Raises:
+        ValueError: for an unknown profile name (lists the valid ones).
+    """
+    raw = name if name is not None else os.environ.get(PROFILE_ENV, "auto")
+    value = raw.strip().lower()
+    if value in PROFILES:
+        return Profile(value, f"set by {'argument' if name is not None else '$' + PROFILE_ENV}")
+    if value != "auto":
+        raise ValueError(f"unknown size profile {raw!r}; use one of 'ci', 'full' or 'auto' "
+                         f"(e.g. {PROFILE_ENV}=ci)")
+    accel = device.accelerator_name()
+    return Profile("full", f"auto: {accel} found") if accel else Profile(
+        "ci", "auto: no accelerator found")
+
+
+def seed_everything(seed: int = 0) -> int:
+    """Seed Python, NumPy, PyTorch (if imported) and TensorFlow/Keras (if imported); return ``seed``.
+
+    Raises:
+        ValueError: if ``seed`` is negative.
+    """
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    random.seed(seed)
+    os.environ["PYTHONHASHSEED"] = str(seed)
+    import numpy as np
+
+    np.random.seed(seed)
+    if "torch" in sys.modules:
+        import torch
+
+        torch.manual_seed(seed)
+    if "tensorflow" in sys.modules or "keras" in sys.modules:
+        import keras
+
+        keras.utils.set_random_seed(seed)
+    return seed
+
+
+def scratch_dir(name: str = "") -> Path:
+    """Return a writable folder (created) for files a notebook makes: ``$ACCELKIT_SCRATCH`` (set by
+    ``make run``) or ``<tmp>/accelkit-scratch``, with the optional sub-folder ``name``."""
+    root = Path(os.environ.get(SCRATCH_ENV) or Path(tempfile.gettempdir()) / "accelkit-scratch")
+    path = root / name if name else root
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# ----------------------------------------------------------------------------- hardware card
 def library_versions() -> dict[str, str | None]:
-    """Return installed versions of the course's libraries (None when absent), without importing them."""
-    out: dict[str, str | None] = {}
-    for name in _LIBS:
+    """Return installed versions of the course's libraries (None when absent); imports none."""
+    def version(name: str) -> str | None:
         try:
-            out[name] = importlib.metadata.version(name)
+            return importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+            return None
+
+    return {name: version(name) for name in _LIBS}
 
 
 def torch_devices() -> list[device.DeviceInfo]:
-    """Return :func:`accelkit.device.torch_devices` with what each device can do (``supports_*``)
-    from its hardware class: a GPU's from its name and compute capability, the CPU's from
-    :func:`accelkit.hardware.for_device` (``$ACCELKIT_HARDWARE`` honoured)."""
+    """Return :func:`accelkit.device.torch_devices` with each device's ``supports_*`` from its
+    hardware class (the CPU's from :func:`accelkit.hardware.for_device`)."""
     out = []
     for d in device.torch_devices():
         if d.kind in ("cuda", "rocm"):
@@ -61,10 +137,9 @@ def torch_devices() -> list[device.DeviceInfo]:
 
 
 def hardware_summary(tf: bool = False) -> dict[str, Any]:
-    """Return the hardware card as a JSON-friendly dict: Python, platform, CPU (name, usable
-    cores, ISA flags), RAM in bytes, TPU, torch's devices (with what each can do) and best
-    device, the hardware class, any emulation, library versions; with ``tf=True`` also
-    TensorFlow's devices (imports TensorFlow)."""
+    """Return the hardware card as a JSON-friendly dict: Python, platform, CPU (name, cores,
+    ISA flags), RAM in bytes, TPU, torch's devices and best device, the hardware class, any
+    emulation, library versions; ``tf=True`` adds TensorFlow's devices (imports it)."""
     info: dict[str, Any] = {
         "python": sys.version.split()[0], "platform": platform.platform(),
         "machine": device.machine(), "cpu": device.cpu_name(), "cpu_count": device.cpu_count(),
@@ -79,8 +154,7 @@ def hardware_summary(tf: bool = False) -> dict[str, Any]:
                  "torch_devices": [dataclasses.asdict(d) for d in torch_devices()],
                  "torch_best": {"device": str(choice.device), "reason": choice.reason},
                  "hardware_class": hardware.for_device(choice.device).name}
-    info["emulated"] = hardware.emulation_note()
-    info["libraries"] = library_versions()
+    info |= {"emulated": hardware.emulation_note(), "libraries": library_versions()}
     if tf and tf_device.has_tf():
         info["tf_devices"] = [d.name + " " + d.description for d in tf_device.tf_devices()]
         info["tf_best"] = str(tf_device.best_tf_device())
@@ -111,7 +185,7 @@ def hardware_card_markdown(info: dict[str, Any] | None = None) -> str:
                      f"({info['torch_best']['reason']})")
     if info.get("hardware_class"):
         lines.append(f"- Hardware class: `{info['hardware_class']}` "
-                     "(`python -m accelkit doctor --hardware NAME` shows its decisions)")
+                     "(`python -m accelkit.env --hardware NAME` shows its decisions)")
     if "tf_best" in info:
         lines.append(f"- TensorFlow best device: {info['tf_best']}")
     libs = ", ".join(f"{k} {v}" for k, v in info.get("libraries", {}).items() if v)
@@ -127,14 +201,8 @@ def hardware_card(tf: bool = False) -> str:
 # ----------------------------------------------------------------------------- capabilities
 @dataclass(frozen=True)
 class Capability:
-    """One thing a notebook may need, and whether this machine has it.
-
-    Attributes:
-        name: the key notebooks use in their metadata (``"bf16_units"``), see :data:`CAPABILITIES`.
-        what: what it is, e.g. ``"bf16 fast units (CPU AVX512-BF16/AMX or GPU sm_80+)"``.
-        has: whether this machine has it.
-        found: what was found here (``"compiler: /usr/bin/g++"``, ``"no GPU"``).
-    """
+    """One thing a notebook may need: ``name`` (a key of :data:`CAPABILITIES`), ``what`` it is,
+    whether this machine ``has`` it, and what was ``found`` here (``"no GPU"``)."""
 
     name: str
     what: str
@@ -142,23 +210,14 @@ class Capability:
     found: str
 
 
-#: Every capability :func:`capabilities` reports, with what it is.  Notebooks name these keys
-#: in their metadata (``{"accelkit": {"needs": {"bf16_units": "what runs instead"}}}``).
+#: Every capability :func:`capabilities` reports (the keys notebooks name in ``needs``).
 CAPABILITIES = {
-    "cpu": "a CPU (any accelerator is optional)",
-    "tensorflow": "TensorFlow installed",
-    "gloo": "torch.distributed with gloo (CPU processes)",
-    "nccl_multi_gpu": "NCCL and >= 2 GPUs",
+    "cpu": "a CPU (any accelerator is optional)", "tensorflow": "TensorFlow installed",
+    "gloo": "torch.distributed with gloo (CPU processes)", "nccl_multi_gpu": "NCCL and >= 2 GPUs",
     "bf16_units": "bf16 fast units (CPU AVX512-BF16/AMX or GPU sm_80+)",
     "fp16_tensor_cores": "GPU fp16 tensor cores (sm_70+)",
     "torch_compile": "torch.compile backend (C++ compiler on CPU, Triton on GPU)",
-    "tpu": "a TPU attached",
-    "torch_xla": "torch_xla installed",
-}
-
-
-def _gpus(info: dict[str, Any]) -> list[dict[str, Any]]:
-    return [d for d in info.get("torch_devices", []) if d["kind"] in ("cuda", "rocm")]
+    "tpu": "a TPU attached", "torch_xla": "torch_xla installed"}
 
 
 def _dist_backends() -> tuple[bool, bool]:
@@ -167,9 +226,8 @@ def _dist_backends() -> tuple[bool, bool]:
         return False, False
     import torch.distributed as dist
 
-    if not dist.is_available():
-        return False, False
-    return dist.is_gloo_available(), dist.is_nccl_available()
+    return (dist.is_gloo_available(), dist.is_nccl_available()) if dist.is_available() \
+        else (False, False)
 
 
 def _compile_backend(gpus: list[dict[str, Any]]) -> tuple[bool, str]:
@@ -186,30 +244,19 @@ def _compile_backend(gpus: list[dict[str, Any]]) -> tuple[bool, str]:
 
 
 def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:
-    """Describe what this machine has, for matching against the notebooks' needs.
-
-    Uses :func:`hardware_summary` (no TensorFlow import, no CUDA context) and cheap probes:
-    ``torch.distributed`` backends, a C++ compiler on ``PATH`` (``torch.compile`` on the CPU),
-    installed packages (``importlib.util.find_spec``).
-
-    Args:
-        info: a :func:`hardware_summary` dict; default: this machine's.
-
-    Returns:
-        ``{name: Capability}`` for every key of :data:`CAPABILITIES`, in that order.
-    """
+    """Return ``{name: Capability}`` for every key of :data:`CAPABILITIES`, in order, from
+    ``info`` (a :func:`hardware_summary` dict; default this machine's) and cheap probes
+    (``torch.distributed`` backends, a C++ compiler on ``PATH``, installed packages)."""
     info = info or hardware_summary()
     libs = info.get("libraries", {})
-    gpus = _gpus(info)
+    gpus = [d for d in info.get("torch_devices", []) if d["kind"] in ("cuda", "rocm")]
     cpu_cls = hardware.classify_cpu(info.get("cpu_features", {}), info.get("machine", "x86_64"))
-    cpu_bf16 = cpu_cls.bf16_units
     gpu_cls = [hardware.classify_gpu(g["description"], g.get("compute_capability"), g["kind"],
                                      g.get("memory_bytes")) for g in gpus]
     gloo, nccl = _dist_backends()
     compiles, compiler = _compile_backend(gpus)
-    tpu = bool(info.get("tpu_attached"))
-    n_gpu = len(gpus)
-    first = f"{gpus[0]['description']}" if gpus else ""
+    tpu, n_gpu, cpu_bf16 = bool(info.get("tpu_attached")), len(gpus), cpu_cls.bf16_units
+    first = gpus[0]["description"] if gpus else ""
     found = {
         "cpu": (True, f"{info['cpu_count']} CPU cores" + (f"; GPU: {first}" if gpus else "")),
         "tensorflow": (bool(libs.get("tensorflow")), f"tensorflow {libs['tensorflow']}"
@@ -217,12 +264,10 @@ def capabilities(info: dict[str, Any] | None = None) -> dict[str, Capability]:
         "gloo": (gloo, f"gloo {'built' if gloo else 'absent'}"),
         "nccl_multi_gpu": (nccl and n_gpu >= 2, f"NCCL {'built' if nccl else 'absent'}, "
                            f"{n_gpu} GPU(s)"),
-        "bf16_units": (cpu_bf16 or any(c.bf16_units for c in gpu_cls),
-                       f"CPU class {cpu_cls.name}: " + ("bf16 units present" if cpu_bf16 else
-                                                        "no bf16 units")
+        "bf16_units": (cpu_bf16 or any(c.bf16_units for c in gpu_cls), f"CPU class "
+                       f"{cpu_cls.name}: {'bf16 units present' if cpu_bf16 else 'no bf16 units'}"
                        + "".join(f"; GPU class {c.name}" for c in gpu_cls)),
-        "fp16_tensor_cores": (any(c.tensor_cores for c in gpu_cls),
-                              first or "no GPU"),
+        "fp16_tensor_cores": (any(c.tensor_cores for c in gpu_cls), first or "no GPU"),
         "torch_compile": (compiles, compiler),
         "tpu": (tpu, "TPU found" if tpu else "no TPU"),
         "torch_xla": (bool(libs.get("torch_xla")), f"torch_xla {libs['torch_xla']}"
@@ -247,18 +292,11 @@ def class_list() -> str:
 
 
 def class_card(cls: hardware.HardwareClass, heading: str = "", path: Any = None) -> str:
-    """Return a class's card and every decision the course takes on it, as Markdown.
+    """Return hardware class ``cls``'s card and every decision the course takes on it (Markdown).
 
-    Nothing is probed or measured: where the class lets a measurement on the learner's
-    machine decide its bf16 claims (``cls.bf16_measured``), the card says so, and shows that
-    machine's decision only when ``path`` is given.
-
-    Args:
-        cls: the hardware class.
-        heading: the first line; default ``"## Hardware class: <name>"``.
-        path: this machine's :class:`accelkit.precision.AmpPath` (from
-            ``ak.precision.amp_path()``): its measurement and the claims it decided replace
-            the class's bf16 rows.
+    Nothing is probed.  ``heading``: the first line (default ``"## Hardware class: <name>"``);
+    ``path``: this machine's :class:`accelkit.precision.AmpPath`, whose measured claims
+    replace the class's bf16 rows (shown only when given).
     """
     from accelkit import precision
 
@@ -282,8 +320,7 @@ def class_card(cls: hardware.HardwareClass, heading: str = "", path: Any = None)
         lines.append(f"- attention: {cls.sdpa_backend(amp.dtype)}")
     if cls.bf16_measured:
         lines.append("- bf16 path: decided on the learner's machine by a short bf16 vs fp32 "
-                     "matmul measurement (`ak.precision.amp_path()`), because this class's CPUs "
-                     "disagree")
+                     "matmul measurement (`ak.precision.amp_path()`), because this class's CPUs disagree")
     if path is not None:
         lines.append(f"- this machine: {path}")
     if cls.emulate_env:
@@ -305,14 +342,8 @@ _PATTERN = "[0-9][0-9]_*.ipynb"
 
 @dataclass(frozen=True)
 class Requirement:
-    """One thing a notebook needs to run in full, and whether this machine has it.
-
-    Attributes:
-        notebook: the notebook, e.g. ``"02 mixed precision"``.
-        need: what is needed, e.g. ``"bf16 fast units (CPU AVX512-BF16/AMX or GPU sm_80+)"``.
-        met: whether this machine has it.
-        note: what was found, and what runs instead when it is missing.
-    """
+    """One need of a ``notebook`` (``"02 mixed precision"``): the ``need``, whether it is
+    ``met`` here, and a ``note``: what was found, and what runs instead when missing."""
 
     notebook: str
     need: str
@@ -321,27 +352,20 @@ class Requirement:
 
 
 def find_notebooks(folder: str | os.PathLike[str] = "notebooks") -> list[Path]:
-    """Return the course notebooks in ``folder``, in order (``NN_name.ipynb``).
+    """Return the course notebooks (``NN_name.ipynb``) in ``folder``, in order.
 
     Raises:
         FileNotFoundError: when the folder does not exist or holds no notebook.
     """
-    root = Path(folder)
-    found = sorted(root.glob(_PATTERN))
+    found = sorted(Path(folder).glob(_PATTERN))
     if not found:
-        raise FileNotFoundError(f"no NN_*.ipynb notebooks in {root.resolve()}")
+        raise FileNotFoundError(f"no NN_*.ipynb notebooks in {Path(folder).resolve()}")
     return found
 
 
 def declared(source: str | os.PathLike[str]) -> dict[str, Any]:
-    """Return what a notebook declares in its metadata: ``{"requires": [...], "needs": {...}}``.
-
-    Args:
-        source: the ``.ipynb`` file.
-
-    Returns:
-        ``requires``: a list of module names; ``needs``: ``{capability: what runs instead}``,
-        in the notebook's order.  Both empty when the notebook declares nothing.
+    """Return what notebook ``source`` declares: ``{"requires": [module, ...], "needs":
+    {capability: what runs instead}}`` (both empty when it declares nothing).
 
     Raises:
         ValueError: for a capability not in :data:`CAPABILITIES` (lists the known ones) or a
@@ -363,31 +387,13 @@ def declared(source: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def missing_modules(source: str | os.PathLike[str]) -> list[str]:
-    """Return the modules a notebook requires (metadata ``accelkit.requires``) that are not importable.
-
-    Notebook 05 requires JAX and Keras; a machine without them skips the notebook instead of
-    failing (TensorFlow is only a need of 05's: its TensorFlow parts skip without it).
-    """
-    return _missing(declared(source)["requires"])
-
-
-def _missing(modules: list[str]) -> list[str]:
-    return [m for m in modules if importlib.util.find_spec(m) is None]
-
-
-def _label(path: Path) -> str:
-    return path.stem.replace("_", " ")
+    """Return the modules notebook ``source`` requires (``accelkit.requires``) that are not importable."""
+    return [m for m in declared(source)["requires"] if importlib.util.find_spec(m) is None]
 
 
 def check_needs(paths: list[Path], caps: dict[str, Any] | None = None) -> list[Requirement]:
-    """Match each notebook's declared needs against this machine's capabilities.
-
-    Args:
-        paths: the notebooks (:func:`find_notebooks`).
-        caps: :func:`capabilities`' dict; default: this machine's.
-
-    Returns:
-        One :class:`Requirement` per declared module and capability, in notebook order.
+    """Return one :class:`Requirement` per module and capability the notebooks ``paths``
+    declare, in order, matched against ``caps`` (default: this machine's :func:`capabilities`).
 
     Raises:
         ValueError: for a malformed declaration (see :func:`declared`).
@@ -395,33 +401,26 @@ def check_needs(paths: list[Path], caps: dict[str, Any] | None = None) -> list[R
     caps = caps if caps is not None else capabilities()
     rows: list[Requirement] = []
     for path in paths:
-        decl = declared(path)
-        missing = _missing(decl["requires"])
+        decl, label = declared(path), path.stem.replace("_", " ")
         for mod in decl["requires"]:
-            rows.append(Requirement(_label(path), f"{mod} installed (required)", mod not in missing,
-                                    "installed" if mod not in missing else
-                                    "not installed: make run and make verify skip this notebook"))
+            has = importlib.util.find_spec(mod) is not None
+            rows.append(Requirement(label, f"{mod} installed (required)", has, "installed" if has
+                                    else "not installed: make run and make verify skip this notebook"))
         for name, instead in decl["needs"].items():
             cap = caps[name]
             note = cap.found if cap.has or not instead else f"{cap.found}; {instead}"
-            rows.append(Requirement(_label(path), cap.what, cap.has, note))
+            rows.append(Requirement(label, cap.what, cap.has, note))
     return rows
 
 
 def readiness(rows: list[Requirement]) -> list[str]:
-    """Return one verdict line per notebook from :func:`check_needs`' rows, in notebook order.
-
-    ``ready: runs in full here`` when every need is met; ``ready; falls back where it needs:
-    ...`` naming the unmet needs (what runs instead is in the table above); ``cannot run: ...`` when a
-    required module is missing (``make run`` and ``make verify`` then skip the notebook).
-    """
-    by_nb: dict[str, list[Requirement]] = {}
-    for r in rows:
-        by_nb.setdefault(r.notebook, []).append(r)
+    """Return one verdict line per notebook from :func:`check_needs`' rows: ``ready: runs in full
+    here``, ``ready; falls back where it needs: ...`` or ``cannot run: <missing module>``."""
     lines = []
-    for nb, reqs in by_nb.items():
-        missing = [r.need for r in reqs if not r.met and r.need.endswith("(required)")]
-        unmet = [r.need for r in reqs if not r.met and not r.need.endswith("(required)")]
+    for nb in dict.fromkeys(r.notebook for r in rows):
+        reqs = [r for r in rows if r.notebook == nb and not r.met]
+        missing = [r.need for r in reqs if r.need.endswith("(required)")]
+        unmet = [r.need for r in reqs if not r.need.endswith("(required)")]
         verdict = (f"cannot run: {'; '.join(missing)}" if missing else
                    f"ready; falls back where it needs: {'; '.join(unmet)}" if unmet else
                    "ready: runs in full here")
@@ -432,40 +431,26 @@ def readiness(rows: list[Requirement]) -> list[str]:
 def default_folder() -> Path:
     """Return ``./notebooks`` when it holds notebooks, else the checkout's ``notebooks/`` folder."""
     here = Path("notebooks")
-    if any(here.glob(_PATTERN)):
-        return here
-    return Path(__file__).resolve().parents[1] / "notebooks"
+    return here if any(here.glob(_PATTERN)) else Path(__file__).resolve().parents[1] / "notebooks"
 
 
 def doctor(hardware_name: str | None = None,
            notebooks: str | os.PathLike[str] | None = None) -> str:
-    """Return the doctor report: this machine, or the decisions for a named hardware class.
-
-    Used by ``python -m accelkit doctor [--hardware NAME|list]``.  Does not import TensorFlow
-    or initialise CUDA; with ``hardware_name`` it does not probe the device at all.
+    """Return the doctor report (Markdown; imports no TensorFlow, initialises no CUDA).
 
     Args:
-        hardware_name: ``None`` for this machine (hardware card, notebook requirements, the
-            class and its decisions); ``"list"`` for the table of classes; a class name
-            (``"t4"``) for that class's card and decisions.
-        notebooks: the folder whose notebooks' requirements are checked; default
-            :func:`default_folder`.  Without notebooks the table says so.
-
-    Returns:
-        Markdown text.
+        hardware_name: ``None``: this machine (card, notebook requirements in ``notebooks``,
+            default :func:`default_folder`, its class and decisions); ``"list"``: the table of
+            classes; a class name (``"t4"``): that class's card, nothing probed.
 
     Raises:
         KeyError: for an unknown class name, listing the known ones.
         ValueError: for a notebook with a malformed declaration.
-
-    Example: ``print(ak.env.doctor("t4"))``
     """
-    from accelkit import config, precision
+    from accelkit import precision
 
-    if hardware_name == "list":
-        return class_list()
     if hardware_name is not None:
-        return class_card(hardware.get(hardware_name))
+        return class_list() if hardware_name == "list" else class_card(hardware.get(hardware_name))
     info = hardware_summary()
     folder = Path(notebooks) if notebooks is not None else default_folder()
     lines = [hardware_card_markdown(info), "", "## Notebook requirements", ""]
@@ -478,9 +463,37 @@ def doctor(hardware_name: str | None = None,
         lines += ["| notebook | needs | here | note |", "|---|---|---|---|"]
         lines += [f"| {r.notebook} | {r.need} | {'yes' if r.met else 'no'} | {r.note} |"
                   for r in rows]
-    lines += ["", f"Size profile: {config.profile()}", "",
+    lines += ["", f"Size profile: {profile()}", "",
               class_card(hardware.for_device(), heading="## This machine's hardware class",
                              path=precision.amp_path())]  # a class whose CPUs disagree: measured
     if rows:  # last, so the end of the output answers "is this machine ready?"
         lines += ["", "## Ready? (one line per notebook, for this machine)", ""] + readiness(rows)
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m accelkit.env [--hardware NAME|list] [--notebooks DIR] [--roofline]``: print
+    the doctor report (or the measured roofline); return the exit status (0 ok, 2 usage)."""
+    parser = argparse.ArgumentParser(prog="python -m accelkit.env", description="the doctor: "
+                                     "this machine's card and readiness, or a class's decisions")
+    parser.add_argument("--hardware", metavar="NAME", help="a class (t4, h200, cpu-avx2 ...) "
+                        "or 'list'; nothing is probed")
+    parser.add_argument("--notebooks", help="the notebooks to check (default: ./notebooks)")
+    parser.add_argument("--roofline", action="store_true", help="print the measured roofline")
+    parser.add_argument("--profile", help=f"for --roofline: ci, full or auto (${PROFILE_ENV})")
+    args = parser.parse_args(argv)
+    if args.roofline:
+        from accelkit import roofline
+
+        print(roofline.report(profile=profile(args.profile)))
+        return 0
+    try:
+        print(doctor(args.hardware, args.notebooks))
+    except KeyError as exc:
+        print(f"accelkit doctor: {exc.args[0]}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from accelkit import config
+from accelkit import env
 
 _spec = importlib.util.spec_from_file_location(
     "tools_run_summary", Path(__file__).resolve().parents[1] / "tools" / "run_summary.py")
@@ -43,7 +43,7 @@ def _res(**values):
 def _build(tmp_path, name, profile="ci", cls="cpu-avx2", **values):
     """Write a build folder with a results.json as `make run` writes it; return the folder."""
     summary = rs.summary({"00_x": {"status": "ok", "wall_s": 1.0, "error": ""}},
-                             _res(**values), config.profile(profile))
+                             _res(**values), env.profile(profile))
     summary["hardware"]["hardware_class"] = cls
     summary["machine"]["label"] = rs.machine_label(summary["hardware"])
     out = tmp_path / name

@@ -83,14 +83,14 @@ def _fake_gpu_machine(monkeypatch, gpus):
 
 
 def test_probes_never_initialise_cuda(monkeypatch):
-    from accelkit import config, env, hardware, launch, precision
+    from accelkit import env, hardware, launch, precision
 
     _fake_gpu_machine(monkeypatch, [("NVIDIA H200", 141 * 2**30, (9, 0))])
     gpu = env.torch_devices()[0]
     assert (gpu.name, gpu.compute_capability, gpu.supports_bf16) == ("cuda:0", (9, 0), True)
     assert device.torch_devices()[0].supports_bf16 is None  # device probes, env classifies
     assert device.best_torch_device().kind == "cuda"
-    assert config.profile("auto").name == "full"
+    assert env.profile("auto").name == "full"
     assert "NVIDIA H200" in env.hardware_card() and "NVIDIA H200" in env.doctor()
     assert hardware.for_device("cuda:0").name == "h200"
     assert precision.amp_choice("cuda").dtype == torch.bfloat16

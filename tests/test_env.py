@@ -156,3 +156,45 @@ def test_readiness_verdicts():
         "- 00 a: ready: runs in full here",
         "- 01 b: ready; falls back where it needs: NCCL and >= 2 GPUs",
         "- 02 c: cannot run: tensorflow installed (required)"]
+
+
+# ---- the size profile, seeding, the scratch folder
+def test_explicit_profiles_and_pick(monkeypatch):
+    monkeypatch.setenv("ACCELKIT_PROFILE", "full")
+    p = env.profile()
+    assert p.name == "full" and p.is_full and p.pick(ci=1, full=2) == 2
+    assert env.profile("ci").pick(ci=1, full=2) == 1
+
+
+def test_auto_follows_accelerator(monkeypatch):
+    from accelkit import device
+
+    monkeypatch.setattr(device, "accelerator_name", lambda: "cuda:0 Fake GPU")
+    assert env.profile("auto").name == "full"
+    monkeypatch.setattr(device, "accelerator_name", lambda: None)
+    p = env.profile("auto")
+    assert p.name == "ci" and "no accelerator" in p.reason
+
+
+def test_unknown_profile_is_a_clear_error():
+    with pytest.raises(ValueError, match="'ci', 'full' or 'auto'"):
+        env.profile("huge")
+
+
+def test_seed_everything_makes_torch_and_numpy_repeatable():
+    import numpy as np
+    import torch
+
+    env.seed_everything(3)
+    a = (torch.rand(3), np.random.rand(2))
+    env.seed_everything(3)
+    b = (torch.rand(3), np.random.rand(2))
+    assert torch.equal(a[0], b[0]) and (a[1] == b[1]).all()
+    with pytest.raises(ValueError):
+        env.seed_everything(-1)
+
+
+def test_scratch_dir_honours_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCELKIT_SCRATCH", str(tmp_path / "s"))
+    d = env.scratch_dir("workers")
+    assert d == tmp_path / "s" / "workers" and d.is_dir()

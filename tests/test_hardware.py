@@ -320,9 +320,7 @@ def test_doctor_hardware_names_the_decisions():
 @pytest.mark.parametrize("name", ["l40s", "b200", "h20", "p100", "a100-40gb", "rtx-4090",
                                   "cuda-ampere-plus"])
 def test_doctor_hardware_prints_the_new_cards(name, capsys):
-    from accelkit.__main__ import main
-
-    assert main(["doctor", "--hardware", name]) == 0
+    assert env.main(["--hardware", name]) == 0
     out = capsys.readouterr().out
     cls = hardware.get(name)
     assert out.startswith(f"## Hardware class: {name}") and cls.title in out

@@ -11,7 +11,7 @@ from unittest import mock
 import pytest
 import torch
 
-from accelkit import config, device, dist, env, hardware, precision, procs
+from accelkit import device, dist, env, hardware, precision, procs
 
 
 @pytest.fixture
@@ -35,8 +35,8 @@ def test_mps_is_chosen_before_the_cpu_with_fp16_units_and_no_bf16(mac):
 
 
 def test_auto_profile_is_full_on_a_mac_and_says_why(mac, monkeypatch):
-    monkeypatch.delenv(config.PROFILE_ENV, raising=False)
-    prof = config.profile()
+    monkeypatch.delenv(env.PROFILE_ENV, raising=False)
+    prof = env.profile()
     assert prof.name == hardware.get("apple-mps").profile == "full"
     assert "Apple GPU" in prof.reason, prof.reason
 

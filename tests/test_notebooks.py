@@ -54,7 +54,7 @@ def test_anatomy(path):
     for heading in REQUIRED_HEADINGS:
         assert re.search(rf"^{re.escape(heading)}\b", text, re.M), f"missing {heading!r}"
     setup = "\n".join(_src(c) for c in cells[2:5] if c["cell_type"] == "code")
-    assert "import accelkit as ak" in setup and "ak.config.profile()" in setup
+    assert "import accelkit as ak" in setup and "ak.env.profile()" in setup
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -41,11 +41,11 @@ def test_roofline_plot_is_log_log_with_one_roof_per_dtype():
 
 
 def test_the_stamp_takes_the_profile_it_is_given_not_the_environment(monkeypatch):
-    from accelkit import config
+    from accelkit import env
 
-    monkeypatch.setenv(config.PROFILE_ENV, "ci")
+    monkeypatch.setenv(env.PROFILE_ENV, "ci")
     _, ax = plt.subplots()
-    assert _stamp(plot.stamp(ax, "cpu", config.profile("full"))) == "cpu · profile full"
+    assert _stamp(plot.stamp(ax, "cpu", env.profile("full"))) == "cpu · profile full"
     with pytest.raises(TypeError):
         plot.stamp(ax, "cpu")  # type: ignore[call-arg]  # the profile is not optional
 

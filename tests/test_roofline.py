@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from accelkit import bench, config, roofline
+from accelkit import bench, env, roofline
 from accelkit.roofline import Roofline
 
 ROOF = Roofline({"fp32": 2.0, "bf16": 8.0}, bandwidth_gbps=100.0, device="cpu", profile="ci")
@@ -83,10 +83,10 @@ def test_copy_size_exceeds_last_level_cache(monkeypatch):
     if psutil.virtual_memory().available // 8 < 600 * mib:
         pytest.skip("not enough free memory to test the 600 MiB case")
     monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda dev: 600 * mib)
-    assert roofline.copy_bytes("cpu", config.profile("ci")) >= 600 * mib
+    assert roofline.copy_bytes("cpu", env.profile("ci")) >= 600 * mib
     monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda dev: 1 * mib)
-    assert roofline.copy_bytes("cpu", config.profile("ci")) == 256 * mib
-    assert roofline.copy_bytes("cpu", config.profile("full")) == 1024 * mib
+    assert roofline.copy_bytes("cpu", env.profile("ci")) == 256 * mib
+    assert roofline.copy_bytes("cpu", env.profile("full")) == 1024 * mib
 
 
 def test_last_level_cache_is_found_where_sysfs_lists_caches():

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from accelkit import config, env, report
+from accelkit import env, report
+from accelkit.env import PROFILE_ENV
 from accelkit.explore import MODE_ENV as EXPLORE_ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -63,7 +64,7 @@ def _guard_out(path: Path, source: Path) -> None:
 
 
 def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
-            profile: str | config.Profile = "auto", timeout_s: float = 600, env: dict[str, str] | None = None,
+            profile: str | env.Profile = "auto", timeout_s: float = 600, env: dict[str, str] | None = None,
             in_place: bool = False, html: bool = True) -> NotebookRun:
     """Execute one notebook top to bottom in a fresh kernel and save the executed copy.
 
@@ -72,7 +73,7 @@ def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         dest: where to write the executed notebook (``.ipynb``); an ``.html`` is written
             beside it when ``html`` is true.
         profile: the size profile (``ci``/``full``/``auto``, or a resolved
-            :class:`~accelkit.config.Profile`), passed to the kernel as ``$ACCELKIT_PROFILE``.
+            :class:`~accelkit.env.Profile`), passed to the kernel as ``$ACCELKIT_PROFILE``.
         timeout_s: seconds allowed per cell.
         env: extra environment variables for the kernel.
         in_place: allow ``dest == source`` (maintainers refreshing stored outputs only).
@@ -96,7 +97,7 @@ def execute(source: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     kernel_env = dict(os.environ)
-    kernel_env.update({config.PROFILE_ENV: profile if isinstance(profile, str) else profile.name,
+    kernel_env.update({PROFILE_ENV: profile if isinstance(profile, str) else profile.name,
                        report.NOTEBOOK_ENV: src.stem,
                        EXPLORE_ENV: "static"})  # no front end: explorers draw a figure
     kernel_env.update(env or {})
@@ -133,7 +134,7 @@ def timeout_message(exc: BaseException) -> str:
     return ((lines[0] if lines else "timed out") + (f" Cell: {cell}" if cell else ""))[:500]
 
 
-def _run_one(path: Path, out_dir: Path, profile: config.Profile, timeout_s: float) -> NotebookRun:
+def _run_one(path: Path, out_dir: Path, profile: env.Profile, timeout_s: float) -> NotebookRun:
     """Execute one notebook of :func:`run_all` into ``out_dir``, or skip it when a module is missing."""
     missing = env.missing_modules(path)
     if missing:
@@ -143,14 +144,14 @@ def _run_one(path: Path, out_dir: Path, profile: config.Profile, timeout_s: floa
     print(f"[accelkit run] {path.name} (profile {profile.name}) ...", flush=True)
     run = execute(path, out_dir / path.name, profile=profile, timeout_s=timeout_s,
                   env={report.RESULTS_ENV: str((out_dir / RESULTS_JSONL).resolve()),
-                       config.SCRATCH_ENV: str((out_dir / "scratch").resolve())})
+                       env.SCRATCH_ENV: str((out_dir / "scratch").resolve())})
     print(f"[accelkit run] {path.name}: {run.status} in {run.wall_s:.1f} s"
           + (f"\n{run.error}" if run.error else ""), flush=True)
     return run
 
 
 def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathLike[str] = "build",
-            *, profile: str | config.Profile = "auto", only: list[str] | None = None,
+            *, profile: str | env.Profile = "auto", only: list[str] | None = None,
             timeout_s: float = 600) -> dict[str, Any]:
     """Execute every notebook and write ``results.json`` and ``summary.md`` into ``out``.
 
@@ -158,7 +159,7 @@ def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathL
         notebooks: the folder holding ``NN_*.ipynb``.
         out: the build folder (created); must not be the notebooks' folder.
         profile: the size profile for every notebook (a name, or a resolved
-            :class:`~accelkit.config.Profile` whose reason the summary keeps).
+            :class:`~accelkit.env.Profile` whose reason the summary keeps).
         only: run only notebooks whose name contains one of these strings; their entries
             then replace those of the same notebooks in an existing ``results.json``.
         timeout_s: seconds allowed per cell.
@@ -172,7 +173,7 @@ def run_all(notebooks: str | os.PathLike[str] = "notebooks", out: str | os.PathL
         ValueError: when ``out`` is the notebooks' folder.
         FileNotFoundError: when there are no notebooks (or none matches ``only``).
     """
-    prof = profile if isinstance(profile, config.Profile) else config.profile(profile)
+    prof = profile if isinstance(profile, env.Profile) else env.profile(profile)
     out_dir = Path(out)
     paths = env.find_notebooks(notebooks)
     if only:
@@ -196,11 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", default="notebooks")
     parser.add_argument("--out", default="build")
     parser.add_argument("--profile", default=None,
-                        help=f"ci, full or auto (default: ${config.PROFILE_ENV} or auto)")
+                        help=f"ci, full or auto (default: ${env.PROFILE_ENV} or auto)")
     parser.add_argument("--only", nargs="*", help="run only notebooks whose name contains these")
     args = parser.parse_args(argv)
     try:
-        summary = run_all(args.notebooks, args.out, profile=config.profile(args.profile),
+        summary = run_all(args.notebooks, args.out, profile=env.profile(args.profile),
                           only=args.only)
     except (FileNotFoundError, ValueError) as exc:  # no notebooks, or the out folder refused
         print(f"run_notebooks: {exc}", file=sys.stderr)

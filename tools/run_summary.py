@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from accelkit import report
-from accelkit.config import Profile
+from accelkit.env import Profile
 
 SUMMARY_JSON, SUMMARY_MD = "results.json", "summary.md"
 #: The version of the ``results.json`` layout :func:`summary` writes (files written before

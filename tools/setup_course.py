@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         _run([str(python), str(ROOT / "tools" / "run_notebooks.py"), "--out", str(ROOT / "build")],
              dry_run=args.dry_run)
     elif args.command == "doctor":
-        _run([str(python), "-m", "accelkit", "doctor"], dry_run=args.dry_run)
+        _run([str(python), "-m", "accelkit.env"], dry_run=args.dry_run)
     return 0
 
 

@@ -13,7 +13,7 @@ Two blocks of TEACHING.md are written here, each between its markers:
   Kaggle's P100, Colab's T4, A100 and TPU, ...), the autocast choice, the Keras policy and
   every speedup claim's floor (or, where the class lets a measurement on the machine decide,
   the floor it then gets), from
-  :mod:`accelkit.hardware` and :mod:`accelkit.claims` (what ``python -m accelkit doctor
+  :mod:`accelkit.hardware` and :mod:`accelkit.claims` (what ``python -m accelkit.env
   --hardware NAME`` prints, one class per column).
 
 Owns these two tables.  Lives elsewhere: the claims and classes (``accelkit/claims.py``,

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accelkit import config, env, hardware, report
+from accelkit import env, hardware, report
 from accelkit.report import FORMAT, load_records
 
 _MAGIC = re.compile(r"^(\s*)[%!].*$", re.M)
@@ -49,11 +49,11 @@ def _nbval(path: Path, profile: str, results: Path, scratch: Path,
     cmd = [sys.executable, "-m", "pytest", "-q", "--nbval-lax", "--nbval-current-env",
            "--nbval-sanitize-with", str(path.parent / "sanitize.cfg"), "-p", "no:cacheprovider",
            str(path)]
-    env = dict(os.environ, **{config.PROFILE_ENV: profile, report.RESULTS_ENV: str(results),
-                              report.NOTEBOOK_ENV: path.stem, config.SCRATCH_ENV: str(scratch)})
+    child_env = dict(os.environ, **{env.PROFILE_ENV: profile, report.RESULTS_ENV: str(results),
+                                    report.NOTEBOOK_ENV: path.stem, env.SCRATCH_ENV: str(scratch)})
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(cmd, env=child_env, capture_output=True, text=True, timeout=timeout_s)
         out, rc = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
         out, rc = f"timed out after {timeout_s:.0f} s: {exc}", -1
@@ -99,7 +99,7 @@ def record_name(cls: Any, cpu: str, emulated: bool) -> str:
 
 
 def verify(notebooks: str | os.PathLike[str] = "notebooks",
-           out: str | os.PathLike[str] = "verified", *, profile: str | config.Profile = "auto",
+           out: str | os.PathLike[str] = "verified", *, profile: str | env.Profile = "auto",
            only: list[str] | None = None, timeout_s: float = 900,
            readme: str | os.PathLike[str] | None = "README.md") -> tuple[dict[str, Any], Path]:
     """Run nbval over the notebooks and write ``<out>/<class>.json``; update the README table.
@@ -108,7 +108,7 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
         notebooks: the folder holding ``NN_*.ipynb``.
         out: the folder for the records (created).
         profile: ``ci``, ``full`` or ``auto`` (the profile that fits this machine), or a
-            resolved :class:`~accelkit.config.Profile`.
+            resolved :class:`~accelkit.env.Profile`.
         only: run only notebooks whose name contains one of these strings.
         timeout_s: seconds allowed per notebook.
         readme: the README whose "Verified on" table is regenerated; ``None`` leaves it.
@@ -128,10 +128,10 @@ def verify(notebooks: str | os.PathLike[str] = "notebooks",
         paths = [p for p in paths if any(o in p.stem for o in only)]
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    resolved = profile if isinstance(profile, config.Profile) else config.profile(profile)
+    resolved = profile if isinstance(profile, env.Profile) else env.profile(profile)
     cls = hardware.for_device()  # $ACCELKIT_HARDWARE names an emulated CPU class
     emulated = cls.kind == "cpu" and cls != hardware.probed_cpu()
-    work = Path(config.scratch_dir("verify"))
+    work = Path(env.scratch_dir("verify"))
     results_file = work / "results.jsonl"
     results_file.unlink(missing_ok=True)
     runs: dict[str, Any] = {}
@@ -241,12 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebooks", default="notebooks")
     parser.add_argument("--out", default="verified")
     parser.add_argument("--profile", default=None,
-                        help=f"ci, full or auto (default: ${config.PROFILE_ENV} or auto)")
+                        help=f"ci, full or auto (default: ${env.PROFILE_ENV} or auto)")
     parser.add_argument("--only", nargs="*", help="verify only notebooks whose name contains these")
     parser.add_argument("--readme", default="README.md", help="README to update ('' to leave it)")
     args = parser.parse_args(argv)
     rec, written = verify(args.notebooks, args.out, only=args.only, readme=args.readme or None,
-                          profile=config.profile(args.profile))
+                          profile=env.profile(args.profile))
     print(f"wrote {written}")
     return 0 if all(n["status"] in ("ok", "skipped") for n in rec["notebooks"].values()) else 1
 
