@@ -1,26 +1,17 @@
 """Operator fusion: the bytes an AdamW step moves, and what ``torch.compile`` really did.
 
-An elementwise op does a few FLOPs per element and moves every element through memory, so a
-chain of them is memory-bound: eager mode runs one kernel per op, each reading its inputs from
-memory and writing its result back; a fused kernel reads the inputs once and writes the output
-once.  On a bandwidth-bound machine the time is ``bytes / bandwidth``, so the predicted speedup
-is eager bytes / fused bytes (Williams et al., CACM 2009).
+A chain of elementwise ops is memory-bound: eager runs one kernel per op, each reading and
+writing memory; a fused kernel reads the inputs and writes the output once, so the predicted
+speedup is eager bytes / fused bytes (roofline: Williams et al., CACM 2009).
 
 * :func:`adamw_step_bytes`: the bytes of one AdamW step, for-loop/foreach/fused.
-* :class:`GraphRecorder` is a ``torch.compile`` backend that records each graph Dynamo
-  produces (to count graph breaks and recompilations without paying for code generation);
-  :func:`without_cxx_compiler` shows what inductor does on a CPU with no C++ compiler.
-* :func:`timed_compile` times a first call and reads Inductor's cache counters (an FX-graph
-  cache hit is a *warm* compile) and the code it generated or loaded (vectorized or not);
-  :func:`cold_and_warm` times both in a fresh cache folder.
-* :func:`reuse_freed_memory` (glibc) keeps freed memory for reuse instead of returning it to
-  the OS: inside it a fresh output costs no page faults, which measures what they cost.
+* :class:`GraphRecorder`: a ``torch.compile`` backend that records each Dynamo graph (graph
+  breaks, recompilations); :func:`without_cxx_compiler`: inductor without a C++ compiler.
+* :func:`timed_compile`, :func:`cold_and_warm`: first-call time, Inductor's cache state and
+  the code it generated.
+* :func:`reuse_freed_memory` (glibc): freed memory kept for reuse, to measure page faults.
 
-Elsewhere: the evidence of what TensorFlow and XLA really ran (optimized-HLO fusions, kernel
-traces) is :mod:`accelkit.tf`; timing is :mod:`accelkit.bench`.
-
-Example: ``ak.fusion.adamw_step_bytes(n_params, 4, "fused") / roof.bandwidth_gbps / 1e9``
-(seconds at the memory roof)
+Elsewhere: what TensorFlow and XLA ran is :mod:`accelkit.tf`; timing is :mod:`accelkit.bench`.
 """
 
 from __future__ import annotations
@@ -49,19 +40,12 @@ ADAMW_ACCESSES = {"for-loop": 20, "foreach": 20, "fused": 7}
 def adamw_step_bytes(numel: int, itemsize: int = 4, impl: str = "fused") -> int:
     """Return the bytes one AdamW step moves for ``numel`` parameter elements.
 
-    Counts the memory traffic of the kernels ``torch.optim.AdamW`` runs (see
-    ``ADAMW_ACCESSES``): 20 tensor accesses per element unfused (``"for-loop"``,
-    ``"foreach"``), 7 fused (read param, grad, exp_avg, exp_avg_sq; write three back).
-
-    Args:
-        numel: total parameter elements, >= 0.
-        itemsize: bytes per element (4 for float32 parameters and states).
-        impl: ``"for-loop"``, ``"foreach"`` or ``"fused"``.
+    ``ADAMW_ACCESSES[impl] * numel * itemsize``: 20 tensor accesses per element unfused
+    (``"for-loop"``, ``"foreach"``), 7 fused (read param, grad, exp_avg, exp_avg_sq; write
+    three back).  ``itemsize``: bytes per element (4 for float32).
 
     Raises:
-        ValueError: for an unknown ``impl`` or negative sizes.
-
-    Example: ``adamw_step_bytes(10**6, 4, "fused")  # 28 MB``
+        ValueError: for an unknown ``impl``, ``numel < 0`` or ``itemsize < 1``.
     """
     if impl not in ADAMW_ACCESSES:
         raise ValueError(f"impl must be one of {', '.join(ADAMW_ACCESSES)}, got {impl!r}")
@@ -73,14 +57,8 @@ def adamw_step_bytes(numel: int, itemsize: int = 4, impl: str = "fused") -> int:
 # ----------------------------------------------------------------------------- compile
 @dataclass(frozen=True)
 class CapturedGraph:
-    """One FX graph that Dynamo handed to a backend.
-
-    Attributes:
-        ops: the number of ``call_function``/``call_method``/``call_module`` nodes.
-        input_shapes: the shape of each tensor input (symbolic sizes such as ``s0`` when
-            the graph was compiled for dynamic shapes).
-        code: the graph's Python code, for printing.
-    """
+    """One FX graph that Dynamo handed to a backend: its ``ops`` (call nodes), the shape of
+    each tensor input (symbolic sizes such as ``"s0"`` under dynamic shapes), its Python code."""
 
     ops: int
     input_shapes: tuple[tuple[Any, ...], ...]
@@ -93,18 +71,8 @@ class CapturedGraph:
 
 
 class GraphRecorder:
-    """A ``torch.compile`` backend that records each graph and then runs it eagerly.
-
-    Use it to *count* graphs (graph breaks) and recompilations cheaply: nothing is code-
-    generated, so it needs no C++ compiler and takes milliseconds.
-
-    Example::
-
-        rec = GraphRecorder()
-        f = torch.compile(fn, backend=rec)
-        f(torch.randn(8)); f(torch.randn(16))
-        rec.count   # 2: one graph per shape, or 1 with dynamic=True
-    """
+    """A ``torch.compile`` backend that records each graph (:class:`CapturedGraph`) and runs it
+    eagerly: counts graphs and recompilations in milliseconds, with no C++ compiler."""
 
     def __init__(self) -> None:
         self.graphs: list[CapturedGraph] = []
@@ -127,30 +95,17 @@ class GraphRecorder:
         return len(self.graphs)
 
     def clear(self) -> None:
-        """Forget the recorded graphs.
-
-        (Not named ``reset``: ``torch._dynamo.reset()`` calls ``reset()`` on the backends it
-        has cached, which would wipe the record of a finished experiment.)
-        """
+        """Forget the recorded graphs (not ``reset``: ``torch._dynamo.reset()`` calls that on
+        cached backends, which would wipe a finished experiment's record)."""
         self.graphs.clear()
 
 
 @contextlib.contextmanager
 def without_cxx_compiler(name: str = "no-such-c++") -> Iterator[None]:
-    """Make inductor look for a C++ compiler that does not exist, inside a ``with`` block.
+    """Make inductor look for a C++ compiler ``name`` that does not exist, inside a ``with``.
 
-    Shows what ``torch.compile`` does on a CPU machine without ``g++``/``clang++`` (a slim
-    container, Windows without MSVC): compiling a new function raises
-    ``InvalidCxxCompiler``.  The setting (``torch._inductor.config.cpp.cxx``) is restored on
-    exit.
-
-    Args:
-        name: the compiler name to pretend is configured.
-
-    Example::
-
-        with without_cxx_compiler():
-            torch.compile(fn)(x)     # raises ... InvalidCxxCompiler
+    Compiling a new function on a CPU then raises ``InvalidCxxCompiler``, as on a machine
+    without ``g++``/``clang++``; ``torch._inductor.config.cpp.cxx`` is restored on exit.
     """
     import torch._inductor.config as inductor_config
 
@@ -163,9 +118,8 @@ def without_cxx_compiler(name: str = "no-such-c++") -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------- fresh memory
-# glibc's mallopt(3) parameters and their defaults (malloc/malloc.c): large blocks (>= 128 KiB,
-# adjusted up to 32 MiB) are mmap(2)ed and returned to the kernel on free; freed heap top
-# above 128 KiB is trimmed.
+# glibc's mallopt(3) parameters and their defaults (malloc/malloc.c): blocks >= 128 KiB
+# (adjusted up to 32 MiB) are mmap(2)ed and unmapped on free; a freed heap top > 128 KiB is trimmed.
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 _GLIBC_DEFAULTS = {_M_TRIM_THRESHOLD: 128 * 1024, _M_MMAP_MAX: 65536}
 
@@ -174,25 +128,16 @@ _GLIBC_DEFAULTS = {_M_TRIM_THRESHOLD: 128 * 1024, _M_MMAP_MAX: 65536}
 def reuse_freed_memory() -> Iterator[bool]:
     """Let freed memory be reused instead of handed back to the OS (Linux with glibc only).
 
-    By default glibc's ``malloc`` (under PyTorch's and TensorFlow's CPU allocators) gives
-    a block as large as one of notebook 03's 128 MiB tensors its own ``mmap`` and returns it
-    to the kernel when it is freed, so the next such block is fresh memory again: the first
-    write to each of its 4 KiB pages faults and the kernel zeroes the page (~57 ms per
-    128 MiB measured in notebook 03, several times a copy of the same bytes).  Inside this
-    block ``mallopt(M_MMAP_MAX, 0)`` and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)`` make large
-    blocks come from the heap and stay there when freed, so an allocation of the same size
-    reuses pages already mapped; on exit both go back to glibc's defaults (128 KiB trim
-    threshold, 65536 mmaps: glibc's ``malloc/malloc.c``) and ``malloc_trim(0)`` hands the
-    memory freed meanwhile back to the OS (a block of that size may still be carved from the
-    heap's free space later, its pages faulted in afresh).  It changes how memory is obtained, never what is
-    computed: use it to measure what fresh allocations cost (compare a timing inside with
-    one outside), not in production code.
+    By default glibc gives each large block (a 128 MiB tensor) its own ``mmap`` and unmaps it
+    when freed, so every new one faults in zeroed 4 KiB pages.  Inside, ``mallopt(M_MMAP_MAX,
+    0)`` and ``mallopt(M_TRIM_THRESHOLD, 1 GiB)`` keep large blocks on the heap, so a same-size
+    allocation reuses mapped pages; on exit glibc's defaults return and ``malloc_trim(0)``
+    hands the freed memory back.  Changes how memory is obtained, never what is computed: for
+    measuring what fresh allocations cost, not for production code.
 
     Yields:
-        ``True`` when the settings were applied; ``False`` (and nothing changed) where
-        there is no glibc (macOS, Windows, musl) or ``mallopt`` refused.
-
-    Example: ``with ak.fusion.reuse_freed_memory() as on: t = ak.bench.measure(fn)``
+        ``True`` when applied; ``False`` (nothing changed) without glibc (macOS, Windows,
+        musl) or where ``mallopt`` refused.
     """
     import ctypes
     import platform
@@ -223,9 +168,9 @@ class CompileRecord:
 
     Attributes:
         seconds: wall time of the call (trace + compile or cache load + run).
-        fx_graph: ``"hit"``, ``"miss"`` or ``"bypass"`` from Inductor's FX-graph cache
-            (``""`` when Inductor compiled nothing, e.g. another backend).
-        aot_autograd: ``"hit"``, ``"miss"`` or ``"bypass"`` from the AOTAutograd cache, or ``""``.
+        fx_graph, aot_autograd: ``"hit"``, ``"miss"`` or ``"bypass"`` from Inductor's FX-graph
+            cache and the AOTAutograd cache (``""``: nothing compiled, e.g. another backend).
+        code: the source Inductor generated or loaded for the call.
     """
 
     seconds: float
@@ -240,13 +185,8 @@ class CompileRecord:
 
     @property
     def vectorized(self) -> bool | None:
-        """Whether Inductor's C++ (CPU) kernels use SIMD vectors, read from :attr:`code`.
-
-        ``True`` when the code uses ATen's vector type (``at::vec::Vectorized``), ``False``
-        when it holds C++ kernels without it (one element per instruction: a kernel built for
-        no vector ISA, or served from a cache that a process without one wrote), ``None``
-        when there is no C++ kernel to read (no code captured, or Triton kernels on a GPU).
-        """
+        """Whether Inductor's C++ (CPU) kernels use ``at::vec::Vectorized`` (SIMD), from
+        :attr:`code`; ``None`` where there is no C++ kernel (no code, or Triton on a GPU)."""
         cpp = [c for c in self.code if "cpp_fused" in c or "extern \"C\"" in c]
         if not cpp:
             return None
@@ -267,32 +207,20 @@ def _cache_state(delta: dict[str, int], prefix: str) -> str:
 
 
 def timed_compile(call: Callable[[], Any], *, device: Any = None) -> CompileRecord:
-    """Time one (first) call of a ``torch.compile``d function and read the cache counters.
+    """Time the first call of a ``torch.compile``d function (``call``, e.g. ``lambda: f(x)``).
 
-    Reads ``torch._dynamo.utils.counters`` before and after: ``fxgraph_cache_hit/miss/bypass``
-    (Inductor's on-disk FX-graph cache, ``torch._inductor.config.fx_graph_cache``) and
-    ``autograd_cache_hit/miss/bypass`` (AOTAutograd's, ``torch._functorch.config.
-    enable_autograd_cache``).  A hit means this graph was compiled before, in this or an
-    earlier process, and only loaded now.  The source code Inductor generated or loaded for
-    the call is kept too (:attr:`CompileRecord.code`, read as ``torch._inductor.utils.
-    run_and_get_code`` does, without its ``torch._dynamo.reset()``), so a caller can check
-    what kernel it got (:attr:`CompileRecord.vectorized`); where this torch has no such hook
-    the code is ``()``.
-
-    Args:
-        call: calls the compiled function once, its first call (e.g. ``lambda: f(x)``); a
-            later call compiles nothing, so it records no cache state and no code.
-        device: the device to synchronise (see :func:`accelkit.bench.time_once`).
-
-    Example: ``timed_compile(lambda: torch.compile(fn)(x)).warm``
+    Returns a :class:`CompileRecord`: the cache states from ``torch._dynamo.utils.counters``
+    before and after (``fxgraph_cache_*``, ``autograd_cache_*``; a hit: compiled before, only
+    loaded now) and the code Inductor saved (as ``run_and_get_code`` reads it, without its
+    ``torch._dynamo.reset()``; ``()`` where this torch has no hook).  ``device`` is
+    synchronised (:func:`accelkit.bench.time_once`).
     """
     from torch._dynamo.utils import counters
 
     from accelkit import bench
 
     def snapshot() -> dict[str, int]:
-        return {f"{k}": v for group in ("inductor", "aot_autograd")
-                for k, v in counters[group].items()}
+        return {k: v for group in ("inductor", "aot_autograd") for k, v in counters[group].items()}
 
     before = snapshot()
     with _output_code() as code:
@@ -327,22 +255,13 @@ def _output_code() -> Iterator[list[str]]:
 
 def cold_and_warm(fn: Callable[..., Any], *args: Any, device: Any = None,
                   root: str | None = None) -> tuple[CompileRecord, CompileRecord]:
-    """Compile ``fn`` twice in a fresh Inductor cache folder: cold, then warm.
+    """Compile ``fn(*args)`` twice in a fresh Inductor cache folder: cold, then warm.
 
-    Inside ``torch._inductor.utils.fresh_cache`` (a new ``TORCHINDUCTOR_CACHE_DIR``, deleted
-    afterwards; the previous value, e.g. the per-class folder ``accelkit.hardware.apply_emulation`` sets, is
-    restored): ``torch._dynamo.reset()`` and a first call, which compiles from scratch (a
-    cache miss); then ``torch._dynamo.reset()`` and Inductor's in-memory caches cleared, as
-    in a new process, and a second call, which loads the graph from the on-disk cache.
-
-    Note: ``torch._dynamo.reset()`` makes every compiled function in the process trace
-    again on its next call (from the cache, when it is warm).
-
-    Args:
-        fn: a function of tensors (not yet compiled).
-        *args: its arguments (a small size: the point is the compile time).
-        device: the device to synchronise.
-        root: folder to make the temporary cache folder in (default: the system's).
+    Inside ``torch._inductor.utils.fresh_cache`` (a new ``TORCHINDUCTOR_CACHE_DIR`` under
+    ``root``, deleted after; the previous value restored): ``torch._dynamo.reset()`` and a
+    first call (a miss); then reset and Inductor's in-memory caches cleared, as in a new
+    process, and a second call, loaded from disk.  The resets make every compiled function in
+    the process trace again on its next call.
 
     Returns:
         ``(cold, warm)`` :class:`CompileRecord` s.
@@ -359,14 +278,5 @@ def cold_and_warm(fn: Callable[..., Any], *args: Any, device: Any = None,
     return cold, warm
 
 
-__all__ = [
-    "ADAMW_ACCESSES",
-    "CapturedGraph",
-    "CompileRecord",
-    "GraphRecorder",
-    "adamw_step_bytes",
-    "cold_and_warm",
-    "reuse_freed_memory",
-    "timed_compile",
-    "without_cxx_compiler",
-]
+__all__ = ["ADAMW_ACCESSES", "CapturedGraph", "CompileRecord", "GraphRecorder", "adamw_step_bytes",
+           "cold_and_warm", "reuse_freed_memory", "timed_compile", "without_cxx_compiler"]
