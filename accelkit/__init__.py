@@ -4,7 +4,7 @@ Modules are imported lazily, so ``import accelkit as ak`` is cheap and never imp
 TensorFlow or initialises CUDA.  Call helpers through their module::
 
     import accelkit as ak
-    P = ak.config.profile()
+    P = ak.env.profile()
     dev = ak.device.best_torch_device().device
     t = ak.bench.measure(lambda: x @ x, label="matmul", flops=2 * n**3)
 
@@ -43,13 +43,9 @@ _MODULES = (
     "bench",
     "claims",
     "comm",
-    "config",
-    "data",
     "device",
     "dist",
-    "dtypes",
     "env",
-    "exercises",
     "explore",
     "fusion",
     "gpt",
