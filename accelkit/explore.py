@@ -1,18 +1,14 @@
 """Interactive explorers: the course's models as sliders (JupyterLab, Colab), or a static figure.
 
-Each entry point computes a model's numbers with the function a notebook checks against its
-measurements and returns them as a view: :func:`roofline` (00), :func:`memory` (01),
-:func:`pipeline` (01), :func:`mfu` (06).  A view shows itself as a notebook cell's last
-expression or with ``view.show()``: core widgets that recompute it on every change (Colab renders
-them without a custom widget manager; the readout is an ``HTML`` widget of CSS class
-``ak-explore-readout``, which the browser check reads), or (static: :func:`is_interactive`; the
-course's runners set ``$ACCELKIT_EXPLORE=static``) its figure, readout and the call that
-reproduces it.  Example: ``ak.explore.memory(7_000_000_000, strategy="zero3", world_size=8)``
+Each entry point computes a model's numbers with the functions a notebook checks against its
+measurements, as a view: :func:`roofline` (00), :func:`memory` (01), :func:`pipeline` (01),
+:func:`mfu` (06).  A view shows itself (last expression, ``view.show()``) as core widgets that
+recompute it on every change (the readout: an ``HTML`` widget of class :data:`READOUT_CLASS`),
+or, static (:func:`is_interactive`), as its figure, readout and the call that reproduces it.
 """
 
 from __future__ import annotations
 
-import functools
 import html
 import importlib.util
 import math
@@ -33,12 +29,9 @@ READOUT_CLASS = "ak-explore-readout"
 
 # ----------------------------------------------------------------------------- front end
 def is_interactive() -> bool:
-    """True when explorers should show widgets: ``$ACCELKIT_EXPLORE`` = ``static``/``0``/``off`` →
-    False; ``interactive`` → True where ipywidgets imports; empty or ``auto`` → True where
-    ipywidgets imports *and* this runs in an IPython kernel (JupyterLab, Colab, VS Code).
-
-    Raises ValueError for another ``$ACCELKIT_EXPLORE``.
-    """
+    """True when explorers should show widgets: ``$ACCELKIT_EXPLORE`` ``static``/``0``/``off`` →
+    False; ``interactive`` → where ipywidgets imports; empty or ``auto`` → where ipywidgets
+    imports *and* this runs in an IPython kernel.  ValueError for another value."""
     mode = os.environ.get(MODE_ENV, "").strip().lower()
     if mode not in ("", "auto", "interactive", "static", "0", "off"):
         raise ValueError(f"${MODE_ENV} must be 'static', 'interactive' or 'auto', got {mode!r}")
@@ -72,9 +65,8 @@ def _widget(spec: tuple[Any, ...], value: Any) -> Any:
 
 
 def as_code(name: str, settings: Mapping[str, Any]) -> str:
-    """Return the call that reproduces ``settings``: ``ak.explore.<name>(key=value, ...)``, floats
-    (also inside dicts and lists) with 6 significant digits, a setting that is no such literal
-    (``roof``, a tuple of ``points``) as its own name (``roof=roof``)."""
+    """Return the call ``ak.explore.<name>(key=value, ...)`` that reproduces ``settings``: floats
+    with 6 significant digits, a setting that is no literal (``roof``) as its name (``roof=roof``)."""
     def lit(v: Any) -> str:
         if isinstance(v, float):
             return f"{v:.6g}"
@@ -90,9 +82,8 @@ def as_code(name: str, settings: Mapping[str, Any]) -> str:
 
 
 class _View(SimpleNamespace):
-    """A view: the numbers an entry point computed, as attributes, and ``settings`` (its keyword
-    arguments).  Each view has ``draw()`` (a matplotlib Figure), ``readout()`` (text) and
-    ``controls()`` (setting -> control spec, see :func:`_widget`)."""
+    """The numbers an entry point computed, as attributes, and ``settings`` (its arguments); has
+    ``draw()`` (a Figure), ``readout()`` (text), ``controls()`` (setting -> :func:`_widget` spec)."""
 
     entry = ""  # the entry point that computes it
 
@@ -101,8 +92,7 @@ class _View(SimpleNamespace):
         return globals()[self.entry](**settings)
 
     def show(self) -> None:
-        """Show the explorer: widgets that recompute the view on every change, or (static) the
-        figure, the readout and the call that reproduces it."""
+        """Show widgets that recompute the view, or (static) figure, readout and call."""
         import matplotlib.pyplot as plt
 
         if not is_interactive():
@@ -149,16 +139,13 @@ OPS = ("matmul", "add")
 
 
 class RooflineView(_View):
-    """An op on a measured roofline: ``label`` (``"matmul 512 fp32"``), ``dtype`` (its roof),
-    ``flops``, ``bytes_moved`` (memory traffic, :meth:`accelkit.roofline.Roofline.traffic`),
-    ``intensity`` (FLOP/B), ``attainable_tflops``, ``bound`` (``"memory"``/``"compute"``),
-    ``predicted_s`` (the time at the roof, s), ``ridge`` (FLOP/B)."""
+    """An op on a measured roofline: ``label``, ``dtype``, ``flops``, ``bytes_moved``,
+    ``intensity`` and ``ridge`` (FLOP/B), ``attainable_tflops``, ``bound``, ``predicted_s``."""
 
     entry = "roofline"
 
     def draw(self) -> Any:
-        """:func:`accelkit.plot.roofline` with the measured ``points``, and the op as a red star
-        (``gid="explore-point"``) at (intensity, attainable TFLOP/s)."""
+        """:func:`accelkit.plot.roofline` with ``points`` and the op as a star (gid explore-point)."""
         roof = self.settings["roof"]
         ax = plot.roofline(roof, self.settings["points"],
                            title=f"{self.label} on the roofline of {roof.device}")
@@ -183,19 +170,13 @@ class RooflineView(_View):
 
 def roofline(roof: rl.Roofline, *, op: str = "matmul", size: int = 512, dtype: str = "fp32",
              points: Sequence[rl.Placement] = ()) -> RooflineView:
-    """Explore where an op of any size lands on this machine's measured roofline.
+    """Explore where an op of any size lands on ``roof`` (:func:`accelkit.roofline.measure`).
 
-    ``op="matmul"``, ``(n, n) @ (n, n)`` with ``n = size``: ``2·n³`` FLOP, reads ``2·n²`` and
-    writes ``n²`` elements; ``"add"`` of ``size`` elements: ``size`` FLOP, reads ``2·size``, writes
-    ``size``.  Bytes: ``roof.traffic(read, written)``, as notebook 00 places its measured kernels.
-    The predicted time is a lower bound (real kernels reach part of their roof, as ``points`` show).
-
-    ``roof``: from :func:`accelkit.roofline.measure`, ``dtype`` one it measured; ``points``:
-    measured placements to draw too (:meth:`accelkit.roofline.Roofline.place`).  Returns a
-    :class:`RooflineView`.  Raises ValueError for an unknown op, a size < 1 or a dtype ``roof``
-    did not measure.
-
-    Example: ``ak.explore.roofline(roof, op="matmul", size=n_mm, points=points)``
+    ``"matmul"`` ``(n, n) @ (n, n)``, n = ``size``: ``2·n³`` FLOP, reads ``2·n²``, writes ``n²``
+    elements; ``"add"`` of ``size`` elements: ``size`` FLOP, reads ``2·size``, writes ``size``;
+    bytes ``roof.traffic(read, written)``, as notebook 00 places its kernels.  The predicted
+    time is a lower bound.  ``points``: measured placements to draw too.  Returns a
+    :class:`RooflineView`; ValueError for an unknown op, a size < 1 or an unmeasured ``dtype``.
     """
     if op not in OPS or size < 1:
         raise ValueError(f"op must be one of {OPS} and size >= 1, got {op!r}, {size}")
@@ -219,8 +200,8 @@ STRATEGY_NAMES = {"single": "single", "dp": "DP", "zero1": "ZeRO-1", "zero2": "Z
 
 
 def device_bytes(name: str) -> float:
-    """Return a device's memory, bytes: a hardware class's ``memory_gib``, or :data:`THIS_MACHINE`'s
-    RAM (NaN when unknown).  Raises ValueError for a class without one (CPUs: use THIS_MACHINE)."""
+    """A hardware class's ``memory_gib`` or :data:`THIS_MACHINE`'s RAM (NaN: unknown), bytes.
+    ValueError for a class without one (CPUs: use THIS_MACHINE)."""
     if name == THIS_MACHINE:
         return float(_device.system_memory_bytes() or 0) or float("nan")
     gib = hardware.get(name).memory_gib
@@ -235,16 +216,13 @@ def _unit(nbytes: float) -> tuple[str, float]:
 
 
 class MemoryView(_View):
-    """Memory per device: ``estimates`` (:func:`accelkit.memory.table`, every strategy),
-    ``chosen`` (the chosen strategy's), ``peak`` (:func:`accelkit.memory.per_device` with
-    ``largest_param``, for DP/ZeRO-3 in fp32 when it is known, else None), the ``device``'s
-    ``device_bytes`` (NaN: unknown), ``fits`` (the peak, else the steady total, in 90 % of it)."""
+    """Memory per device: ``estimates`` (a :func:`accelkit.memory.table`), ``chosen``, ``peak``
+    (or None), the ``device``'s ``device_bytes`` (NaN: unknown), ``fits`` (in 90 % of it)."""
 
     entry = "memory"
 
     def draw(self) -> Any:
-        """A stacked bar per strategy (and the chosen one's peak) and 90 % of the device: one bar
-        container per part, in :func:`_unit` of the largest total."""
+        """A stacked bar per strategy (and the peak), one container per part; 90 % of the device."""
         import matplotlib.pyplot as plt
 
         parts = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")
@@ -298,21 +276,14 @@ class MemoryView(_View):
 def memory(n_params: int, *, strategy: str = "dp", world_size: int = 2, batch: int = 1,
            widths: Sequence[int] | None = None, precision: str = "fp32", optimizer: str = "adam",
            largest_param: int | None = None, device: str = THIS_MACHINE) -> MemoryView:
-    """Explore the memory one device needs per strategy (steady state: :func:`accelkit.memory.table`),
-    the chosen strategy's step peak where the course models it (DP and ZeRO-3 in fp32 with
-    ``largest_param``), and whether it fits in 90 % of the device; returns a :class:`MemoryView`.
-
-    Args:
-        n_params, strategy, world_size, optimizer, largest_param: as :func:`accelkit.memory.per_device`.
-        batch: global batch, samples.
-        widths: an MLP's layer widths ``[d0, ..., dL]``: its activations
-            (:func:`accelkit.memory.mlp_activation_bytes`, in the chosen precision); None: none.
-        precision: a key of :data:`PRECISIONS`.
-        device: a hardware class with memory (``"h100"``, ``"t4"`` ...) or :data:`THIS_MACHINE`.
+    """Explore the memory per device of every strategy (:func:`accelkit.memory.table`; its
+    arguments as :func:`accelkit.memory.per_device`), the chosen one's step peak where modelled
+    (DP, ZeRO-3 in fp32 with ``largest_param``), and whether it fits in 90 % of ``device`` (a
+    hardware class with memory, or :data:`THIS_MACHINE`).  ``widths``: an MLP's layer widths for
+    its activations (:func:`accelkit.memory.mlp_activation_bytes`) at the global ``batch``;
+    ``precision``: a key of :data:`PRECISIONS`.  Returns a :class:`MemoryView`.
 
     Raises ValueError for an unknown precision or device, and as :func:`accelkit.memory.per_device`.
-
-    Example: ``ak.explore.memory(7_000_000_000, strategy="zero3", world_size=8, device="h100")``
     """
     settings = {**locals(), "widths": list(widths) if widths else None}
     if precision not in PRECISIONS:
@@ -336,15 +307,12 @@ def memory(n_params: int, *, strategy: str = "dp", world_size: int = 2, batch: i
 
 # ----------------------------------------------------------------------------- pipeline
 class PipelineView(_View):
-    """GPipe with p = ``stages``, m = ``microbatches``: its ``schedule``
-    (:func:`accelkit.comm.gpipe_schedule`), ``length`` (slots per step), ``bubble`` (each
-    stage's idle fraction, :func:`accelkit.comm.bubble_fraction`)."""
+    """GPipe of ``stages`` p and ``microbatches`` m: ``schedule``, ``length`` (slots), ``bubble``."""
 
     entry = "pipeline"
 
     def draw(self) -> Any:
-        """The schedule (left: a row per stage, forward blue, backward orange) and the bubble
-        against m for this p (right, ``gid="explore-bubble"``), the ``measured`` as triangles."""
+        """The schedule (a row per stage) and the bubble against m (gid explore-bubble)."""
         import matplotlib.pyplot as plt
 
         p, m, measured = self.stages, self.microbatches, self.settings["measured"] or {}
@@ -383,14 +351,9 @@ class PipelineView(_View):
 
 
 def pipeline(stages: int, microbatches: int, *, measured: Mapping[int, float] | None = None) -> PipelineView:
-    """Explore GPipe's schedule and bubble ``(p − 1)/(m + p − 1)`` for p ``stages`` and m
-    ``microbatches`` (each >= 1), with the ``measured`` ``{m: idle fraction}`` of this p
-    (notebook 01) beside the formula.  Returns a :class:`PipelineView`.
-
-    Raises:
-        TypeError, ValueError: as :func:`accelkit.comm.bubble_fraction`.
-
-    Example: ``ak.explore.pipeline(4, 12)``
+    """Explore GPipe's schedule and bubble ``(p − 1)/(m + p − 1)`` (:mod:`accelkit.comm`) for p
+    ``stages``, m ``microbatches``, with the ``measured`` ``{m: idle fraction}`` of this p.
+    Returns a :class:`PipelineView`; TypeError, ValueError as :func:`accelkit.comm.bubble_fraction`.
     """
     settings = dict(stages=stages, microbatches=microbatches, measured=dict(measured) if measured else None)
     return PipelineView(stages=stages, microbatches=microbatches,
@@ -408,23 +371,9 @@ def peaks() -> dict[str, float]:
     return {f"{c.name} {d}": v for c in hardware.CLASSES.values() for d, v in c.peak_tflops.items()}
 
 
-@functools.lru_cache(maxsize=64)
-def _param_counts(cfg: Any) -> tuple[int, int]:
-    """``(N, N_blocks)``: :func:`accelkit.gpt.n_params` and the blocks' parameters of the GPT of
-    ``cfg`` (a :class:`accelkit.gpt.GPTConfig`), built on PyTorch's ``meta`` device (no memory)."""
-    import torch
-
-    from accelkit import gpt
-
-    with torch.device("meta"):
-        model = gpt.GPT(cfg)
-    return gpt.n_params(model), sum(p.numel() for p in model.blocks.parameters())
-
-
 class MfuView(_View):
-    """A GPT's utilisation: ``n_params`` (N, non-embedding), ``flops_per_token`` (model FLOPs),
-    ``recompute_flops`` (per token, that checkpointing adds; 0 without), ``peak_tflops``
-    (divided by), ``mfu`` and ``hfu`` (fractions)."""
+    """A GPT's ``n_params`` (non-embedding), ``flops_per_token``, ``recompute_flops`` (per token),
+    ``peak_tflops``, ``mfu`` and ``hfu`` (fractions)."""
 
     entry = "mfu"
 
@@ -461,32 +410,24 @@ class MfuView(_View):
 
 def mfu(*, n_layer: int, n_head: int, n_embd: int, seq_len: int, tokens_per_s: float, peak_tflops: float,
         vocab_size: int = 256, peak: str = GIVEN, checkpoint: bool = False) -> MfuView:
-    """Explore the MFU and HFU of a GPT of any shape at a given throughput and peak.
+    """Explore the MFU and HFU of a GPT of any shape (:class:`accelkit.gpt.GPTConfig`'s sizes,
+    T = ``seq_len``) at ``tokens_per_s`` and a dense peak, TFLOP/s: ``peak_tflops`` when ``peak``
+    is :data:`GIVEN`, else a key of :func:`peaks` (``"h100 bf16"``).
 
-    MFU = tokens/s × (6·N + 12·L·d·T) ÷ peak (:func:`accelkit.gpt.flops_per_token`,
-    :func:`accelkit.gpt.mfu`, N from :func:`accelkit.gpt.n_params` of this shape); HFU adds the
-    FLOPs activation checkpointing recomputes (:func:`accelkit.gpt.recompute_flops_per_token`):
-    notebook 06's functions.  Moving the shape keeps the tokens/s ("what MFU would this need?").
-    Returns an :class:`MfuView`.
-
-    Args:
-        n_layer, n_head, n_embd, seq_len, vocab_size: the GPT (:class:`accelkit.gpt.GPTConfig`).
-        tokens_per_s: training throughput, tokens per second.
-        peak_tflops: dense peak of the matmuls' dtype, TFLOP/s (used when ``peak`` is :data:`GIVEN`).
-        peak: :data:`GIVEN` or a key of :func:`peaks` (``"h100 bf16"``).
-        checkpoint: every block recomputes its forward in the backward (HFU > MFU).
+    MFU = tokens/s × (6·N + 12·L·d·T) ÷ peak (notebook 06's :func:`accelkit.gpt.flops_per_token`
+    and :func:`accelkit.gpt.mfu`); HFU adds, with ``checkpoint``, the FLOPs every block
+    recomputes (:func:`accelkit.gpt.recompute_flops_per_token`).  Returns an :class:`MfuView`.
 
     Raises ValueError for a shape ``GPTConfig`` rejects, an unknown peak, or ``peak_tflops <= 0``.
-
-    Example: ``ak.explore.mfu(n_layer=12, n_head=12, n_embd=768, seq_len=1024, tokens_per_s=1e5,
-    peak_tflops=989.4)``
     """
     settings = dict(locals())
     from accelkit import gpt
 
     cfg = gpt.GPTConfig(vocab_size=vocab_size, block_size=seq_len, n_layer=n_layer, n_head=n_head,
                         n_embd=n_embd)
-    n, n_blocks = _param_counts(cfg)
+    total, _ = gpt.param_counts(cfg)
+    n = total - seq_len * n_embd  # non-embedding: without the position embedding (gpt.n_params)
+    n_blocks = n - (vocab_size + 2) * n_embd  # without the token embedding and the final norm
     fpt = gpt.flops_per_token(cfg, n)
     extra = gpt.recompute_flops_per_token(cfg, n_blocks) if checkpoint else 0.0
     pk = peak_tflops if peak == GIVEN else peaks()[peak]

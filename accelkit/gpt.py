@@ -1,10 +1,8 @@
 """Notebook 06's GPT (GPT-2 / nanoGPT shape, tied head): model, FLOPs and MFU, step, sizing.
 
-Switchable at run time, as 06 measures them: the attention (``"manual"`` materialises the T×T
-scores, ``"sdpa"`` fused kernels) and activation checkpointing.  Also: :class:`Stepper`,
-:func:`amp_step_claim`, :func:`trace_spans` (profiler timeline), the size per device
-(:func:`capstone_size`) and the out-of-memory report (:func:`guard_oom`).  Elsewhere: corpus
-and batches (:mod:`accelkit.data`), the Keras twin (:func:`accelkit.models.keras_gpt`).
+The attention (``"manual"`` materialises the T×T scores, ``"sdpa"`` fused kernels) and
+activation checkpointing switch at run time.  Elsewhere: corpus, batches and the Keras twin
+(:mod:`accelkit.models`), the memory model (:mod:`accelkit.memory`).
 """
 
 from __future__ import annotations
@@ -94,13 +92,11 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """A GPT-2-shaped decoder-only transformer (after Karpathy's nanoGPT) of shape ``cfg``.
-    ``checkpoint_blocks``: how many blocks (the first) recompute their activations in the
-    backward (``torch.utils.checkpoint``, non-reentrant); 0 = none.
+    """A GPT-2-shaped decoder-only transformer (after Karpathy's nanoGPT) of shape ``cfg``;
+    the first ``checkpoint_blocks`` blocks recompute their activations in the backward.
 
-    **Shape** ``idx: (B, T)`` int64 token ids, ``T <= cfg.block_size`` -> ``(logits, loss)``:
-    logits ``(B, T, vocab_size)``; with ``targets: (B, T)`` the mean cross-entropy (computed
-    in fp32), else ``None``.  A longer ``T`` raises ``ValueError``.
+    **Shape** ``idx: (B, T)`` int64, ``T <= cfg.block_size`` (else ``ValueError``) -> logits
+    ``(B, T, vocab_size)`` and, with ``targets: (B, T)``, the mean fp32 cross-entropy, else None.
     """
 
     def __init__(self, cfg: GPTConfig) -> None:
@@ -166,13 +162,11 @@ def n_params(model: nn.Module, non_embedding: bool = True) -> int:
 def flops_per_token(cfg: GPTConfig, n_param: int, seq_len: int | None = None) -> float:
     """Training FLOPs per token (forward + backward), a float: ``6·N + 12·L·d·T``.
 
-    Dense part: each parameter takes one multiply-add (2 FLOPs) per token forward and two
-    backward (input and weight gradients): 6·N.  Attention: QKᵀ and the product with V cost
-    ``2·T·d`` each per token and layer forward, so ``12·L·d·T`` for training; the full T×T
-    matrix is counted although a causal mask needs half (every MFU table's convention).
-    Sources: PaLM (Chowdhery et al. 2022), appendix B; nanoGPT's ``estimate_mfu`` (Kaplan et al.
-    2020, eq. 2.2, count the scores once: half this term).  L = ``cfg.n_layer``, d =
-    ``cfg.n_embd``, N = ``n_param`` (non-embedding, :func:`n_params`), T = ``seq_len`` or T_max.
+    Dense: one multiply-add per parameter and token forward, two backward: 6·N (N = ``n_param``,
+    :func:`n_params`).  Attention: QKᵀ and ·V cost ``2·T·d`` each per token and layer forward,
+    ``12·L·d·T`` for training, the full T×T counted (T = ``seq_len`` or T_max).  Sources: PaLM
+    (Chowdhery et al. 2022), appendix B; nanoGPT's ``estimate_mfu`` (Kaplan et al. 2020, eq.
+    2.2, count the scores once: half this term).
     """
     t = cfg.block_size if seq_len is None else seq_len
     return 6.0 * n_param + 12.0 * cfg.n_layer * cfg.n_embd * t
@@ -180,46 +174,31 @@ def flops_per_token(cfg: GPTConfig, n_param: int, seq_len: int | None = None) ->
 
 def recompute_flops_per_token(cfg: GPTConfig, block_params: int,
                               seq_len: int | None = None) -> float:
-    """FLOPs per token that checkpointing every block adds: ``2·N_b + 4·L·d·T`` (float).
-
-    The blocks' forward runs again in the backward: dense ``2·N_b`` (``N_b`` = ``block_params``)
-    and attention ``4·L·d·T`` (T = ``seq_len`` or T_max; the forward third of
-    :func:`flops_per_token`'s term).  Added to that, for *hardware* FLOPs utilisation (HFU).
-    """
+    """FLOPs per token that checkpointing every block adds (for HFU): ``2·N_b + 4·L·d·T`` (float),
+    the blocks' forward again (N_b = ``block_params``; the forward third of the attention term)."""
     t = cfg.block_size if seq_len is None else seq_len
     return 2.0 * block_params + 4.0 * cfg.n_layer * cfg.n_embd * t
 
 
 def mfu(tokens_per_s: float, flops_token: float, peak_tflops: float) -> float:
-    """Model FLOPs utilisation: ``tokens_per_s · flops_token`` ÷ the peak (a fraction, 0..1).
-
-    Model FLOPs: what the model needs (:func:`flops_per_token`), not recomputation (HFU counts
-    it).  ``peak_tflops``: the matmuls' dtype's dense peak, TFLOP/s (``<= 0``: ``ValueError``).
-    """
+    """Model FLOPs utilisation, a fraction: ``tokens_per_s · flops_token`` ÷ ``peak_tflops``
+    (the matmuls' dtype's dense peak, TFLOP/s; ``<= 0``: ``ValueError``)."""
     if peak_tflops <= 0:
         raise ValueError(f"peak_tflops must be > 0, got {peak_tflops}")
     return tokens_per_s * flops_token / (peak_tflops * 1e12)
 
 
 class Stepper:
-    """One training configuration (06's rungs, its DDP worker): each call takes one optimizer
-    step of ``model`` (returns ``(logits, loss)``: a :class:`GPT`, compiled or DDP-wrapped)
-    with ``opt`` on the next of ``batches`` (a list of ``(x, y)``, wrapping around, or a
-    function ``i -> (x, y)``), copied to ``device``; it returns the loss (a 0-d tensor).
+    """One training configuration: each call takes one ``opt`` step of ``model`` (returning
+    ``(logits, loss)``) on the next of ``batches`` (``(x, y)`` pairs, wrapping around, or
+    ``i -> (x, y)``) copied to ``device``, and returns the loss (a 0-d tensor).
 
-    Args:
-        accum: micro-batches per step, k: their gradients add up (each loss ÷ k) before one
-            step, the whole batch's gradient at ~1/k of the activations.  k must divide the
-            batch (else the call raises ``ValueError``).
-        amp: an :class:`accelkit.precision.AmpChoice` for autocast, or ``None`` (fp32); the
-            autocast and GradScaler (fp16 only) are :func:`accelkit.precision.make_step`'s.
-        no_sync: ``ddp_model.no_sync``: the first ``k - 1`` backward passes skip the all-reduce.
-        clip: clip the gradients' global norm to this before each step, or ``None``; fp16's
-            scaled gradients are unscaled first, so ``grad_norm`` (the last step's norm before
-            clipping, a tensor) is the true one.
-
-    Raises:
-        ValueError: for ``accum < 1`` or ``clip <= 0``.
+    ``accum`` k: micro-batches whose gradients (each loss ÷ k) add up before one step (k must
+    divide the batch, else the call raises ``ValueError``); ``amp``: an
+    :class:`accelkit.precision.AmpChoice` or None (fp32), autocast and GradScaler from
+    :func:`accelkit.precision.make_step`; ``no_sync``: ``ddp_model.no_sync``, for the first k - 1
+    backward passes; ``clip``: the gradients' global norm limit (fp16's unscaled first), the
+    last norm before clipping kept in ``grad_norm``.  ``ValueError`` for accum < 1 or clip <= 0.
     """
 
     def __init__(self, model: nn.Module, opt: torch.optim.Optimizer,
@@ -299,11 +278,9 @@ AMP_STEP_FLOOR = 1.0
 
 def amp_step_claim(path: Any) -> Any:
     """Return 06's autocast rung's :class:`accelkit.claims.Claim` for an
-    :class:`accelkit.precision.AmpPath`: the hardware class's ``gpt_amp`` claim where the class
-    decides; where this machine's bf16 matmul measurement decided, floor :data:`AMP_STEP_FLOOR`
-    if bf16 was clearly faster (a Zen 4, ~4x: matmuls are most of the step), else no claim
-    (``floor is None``: shown, not asserted; the class's Xeon VM, 0.55x).
-    """
+    :class:`accelkit.precision.AmpPath`: the class's ``gpt_amp`` claim where the class decides;
+    where the bf16 matmul measurement decided, :data:`AMP_STEP_FLOOR` if bf16 was clearly faster
+    (a Zen 4, ~4x), else no floor (shown, not asserted; the class's Xeon VM, 0.55x)."""
     from accelkit.claims import Claim
 
     if path.decided_by != "measurement":
@@ -317,12 +294,10 @@ def amp_step_claim(path: Any) -> Any:
 
 def trace_spans(path: str | Path, categories: Sequence[str] = (
         "user_annotation", "cpu_op", "kernel", "gpu_memcpy")) -> list[tuple[str, str, float, float]]:
-    """Read the outermost spans per thread of a Chrome trace (``prof.export_chrome_trace``).
-
-    Returns ``(row, name, start_us, duration_us)`` for each complete event (``"ph": "X"``)
-    of ``categories`` not nested inside another of its category on the same thread or
-    stream; ``row`` is ``"<category> <tid>"``.  For :func:`accelkit.plot.timeline`.
-    """
+    """Read a Chrome trace's (``prof.export_chrome_trace``) outermost spans per thread, for
+    :func:`accelkit.plot.timeline`: ``(row, name, start_us, duration_us)`` for each complete
+    event (``"ph": "X"``) of ``categories`` not inside another of its category on its thread or
+    stream; ``row`` is ``"<category> <tid>"``."""
     events = json.loads(Path(path).read_text(encoding="utf-8"))["traceEvents"]
     spans = []
     for cat in categories:
@@ -355,10 +330,9 @@ def param_counts(cfg: GPTConfig) -> tuple[int, int]:
 
 
 def step_peak(cfg: GPTConfig, batch: int, *, attention: str | None = None) -> memory.MemoryEstimate:
-    """Predict the peak bytes of one fp32 AdamW step of ``GPT(cfg)`` on ``batch`` sequences:
-    :func:`accelkit.memory.gpt_step_peak` at T = ``cfg.block_size`` (its errors too).
-    Autocast, checkpointing and accumulation only lower the activations, so this bounds those
-    rungs (up to autocast's weight copies)."""
+    """Predict the peak bytes of one fp32 AdamW step of ``GPT(cfg)`` on ``batch`` sequences
+    (:func:`accelkit.memory.gpt_step_peak` at T = ``cfg.block_size``); it bounds the autocast,
+    checkpointing and accumulation rungs (up to autocast's weight copies)."""
     n, largest = param_counts(cfg)
     return memory.gpt_step_peak(n, largest, batch=batch, seq_len=cfg.block_size,
                                 n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd,
@@ -366,14 +340,10 @@ def step_peak(cfg: GPTConfig, batch: int, *, attention: str | None = None) -> me
 
 
 def capstone_phases(cfg: GPTConfig, batch: int) -> dict[str, float]:
-    """Predict notebook 06's peak device bytes in its largest phases, ``{phase: bytes}``.
-
-    06 keeps the base weights (``4·N`` bytes) all along and at most two rungs' models and AdamW
-    states (``12·N`` each) while rungs 0-5 are compared in pairs, three while rungs 6-7 run next
-    to the top rung.  Each phase adds one step's peak (:func:`step_peak`): rungs 0-1 with the
-    hand-written attention (the ``B·H·T²`` scores), rungs 2-7 with SDPA; the Keras cell trains
-    the model in TensorFlow (attention like the hand-written one) next to the base and top rung.
-    """
+    """Predict notebook 06's peak device bytes in its largest phases, ``{phase: bytes}``: the base
+    weights (``4·N``) all along, two rungs' models and AdamW states (``12·N`` each) alive for
+    rungs 0-5, three for 6-7, plus one step's peak (:func:`step_peak`; manual attention for
+    rungs 0-1 and the Keras cell, SDPA for 2-7)."""
     n, _ = param_counts(cfg)
     states = memory.per_device(n, "single", 1, optimizer="adamw")
     base = states.params_bytes
@@ -387,9 +357,8 @@ def capstone_phases(cfg: GPTConfig, batch: int) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class CapstoneSize:
-    """Notebook 06's size (:func:`capstone_size`): the model ``cfg`` (T = ``cfg.block_size``),
-    ``batch`` per step, device memory ``device_gib`` (``None``: unknown), the ``headroom``
-    fraction of it to use, and predicted bytes per phase (:func:`capstone_phases`)."""
+    """Notebook 06's size: ``cfg`` (T = ``cfg.block_size``), ``batch``, device memory
+    ``device_gib`` (None: unknown), the ``headroom`` fraction to use, bytes per ``phases``."""
 
     cfg: GPTConfig
     batch: int
@@ -430,19 +399,13 @@ class CapstoneSize:
 
 def capstone_size(memory_gib: float | None, *, headroom: float = memory.HEADROOM,
                   cfg: GPTConfig = GPT2_SMALL, batch: int | None = None) -> CapstoneSize:
-    """Return notebook 06's :class:`CapstoneSize` on a device of ``memory_gib`` GiB
-    (``HardwareClass.memory_gib``; ``None``: unknown, e.g. a CPU, whose memory is the RAM).
+    """Return notebook 06's :class:`CapstoneSize` on a device of ``memory_gib`` GiB (None: unknown).
 
-    Without ``batch``: the first of :data:`CAPSTONE_SIZES` (T and batch for the shape ``cfg``,
-    largest first) whose predicted peak over the notebook (:func:`capstone_phases`) stays
-    under ``headroom`` (in (0, 1]) of the memory: on a T4 (16 GiB) GPT-2 small at T = 1024
-    with batch 8, from an A100 40 GB up batch 16; unknown memory gets the largest; when even
-    the smallest does not fit, that one with ``fits`` False (run the ``ci`` profile there).
-    With ``batch``: ``cfg`` as it is (its T) at that batch, fitting or not.
-
+    Without ``batch``: the first of :data:`CAPSTONE_SIZES` for ``cfg`` whose predicted peak
+    (:func:`capstone_phases`) stays under ``headroom`` of the memory (T4 16 GiB: GPT-2 small,
+    T = 1024, batch 8; A100 40 GB up: batch 16); unknown memory gets the largest, too little
+    the smallest with ``fits`` False.  With ``batch``: ``cfg`` at that batch, fitting or not.
     ``ValueError`` for ``memory_gib <= 0``, ``headroom`` outside (0, 1] or ``batch < 1``.
-
-    Example: ``size = capstone_size(ak.hardware.get("t4").memory_gib); size.batch  # 8``
     """
     if memory_gib is not None and memory_gib <= 0:
         raise ValueError(f"memory_gib must be > 0 (or None when unknown), got {memory_gib}")
@@ -465,14 +428,10 @@ def guard_oom(fn: Callable[[], T_], rung: str, size: CapstoneSize, *,
               attention: str = "sdpa", profile: str = "full") -> T_:
     """Return ``fn()`` (it builds and runs rung ``rung``); an out-of-memory error says what to do.
 
-    On ``torch.OutOfMemoryError`` (any backend's) it frees what the failed step held (the
-    traceback's frames, ``gc.collect``, the CUDA cache: build the model *inside* ``fn``) and
-    raises :class:`RungOutOfMemory` (a ``torch.OutOfMemoryError``) naming the rung, the
-    predicted bytes of its step (:func:`step_peak` with ``attention``) and of the notebook at
-    ``size`` (:func:`capstone_size`) with the device's budget, and the size to use instead
-    (:meth:`CapstoneSize.smaller`) or the ``ci`` profile (``profile``: the one running).
-
-    Example: ``r = gpt.guard_oom(lambda: build("0 baseline"), "0 baseline", RUN)``
+    On ``torch.OutOfMemoryError`` it frees what the failed step held (build the model *inside*
+    ``fn``) and raises :class:`RungOutOfMemory` naming the rung, the predicted bytes of its step
+    (:func:`step_peak` with ``attention``) and of the notebook at ``size``, and the size to use
+    instead (:meth:`CapstoneSize.smaller`) or the ``ci`` profile (``profile``: the one running).
     """
     try:
         return fn()

@@ -1,14 +1,11 @@
 """The small models and the datasets they train on (offline, seeded, the same on every machine).
 
-Models: :func:`torch_mlp` and its Keras twin :func:`keras_mlp` (same layers, same parameter
-count), :func:`torch_cnn` (notebook 02 writes its Keras layers out itself), :func:`keras_gpt`
-(the Keras twin of :class:`accelkit.gpt.GPT`).  They output logits (no softmax).  Keras is
-imported lazily (it imports TensorFlow), so torch-only code never pays for it.
-
-Data: scikit-learn's 1,797 8x8 handwritten digits (shipped inside scikit-learn) with a fixed
-stratified split (:func:`digits`, channels first; :func:`digits_tf`, channels last), and
-notebook 06's byte-level corpus, the source of fixed standard-library modules
-(:func:`load_corpus`, :func:`batches`).  The size profile lives in :mod:`accelkit.config`.
+Models output logits: :func:`torch_mlp` and its Keras twin :func:`keras_mlp` (same layers and
+parameter count), :func:`torch_cnn`, :func:`keras_gpt` (the twin of :class:`accelkit.gpt.GPT`);
+Keras (and TensorFlow) is imported only when asked for.  Data: scikit-learn's 1,797 8x8
+handwritten digits (shipped inside it) with a fixed stratified split (:func:`digits`,
+:func:`digits_tf`), and notebook 06's byte corpus, the source of fixed standard-library modules
+(:func:`load_corpus`, :func:`batches`).  The size profile lives in :mod:`accelkit.env`.
 """
 
 from __future__ import annotations
@@ -55,16 +52,9 @@ def _keras() -> Any:
 
 # ----------------------------------------------------------------------------- models
 def torch_mlp(in_features: int = 64, hidden: int = 128, classes: int = 10) -> nn.Module:
-    """Build a two-layer perceptron: Linear → ReLU → Linear.
-
-    Parameters: ``in_features*hidden + hidden + hidden*classes + classes`` (9,610 by default).
-
-    Returns:
-        An ``nn.Sequential`` mapping ``(B, in_features) float32`` to ``(B, classes)`` logits.
-
-    Raises:
-        ValueError: for sizes < 1.  TypeError: for non-int sizes.
-    """
+    """Build Linear → ReLU → Linear, ``in_features*hidden + hidden + hidden*classes + classes``
+    parameters (9,610 by default): an ``nn.Sequential``, ``(B, in_features) float32`` to
+    ``(B, classes)`` logits.  ValueError for sizes < 1, TypeError for non-int sizes."""
     _check_sizes(in_features=in_features, hidden=hidden, classes=classes)
     from torch import nn
 
@@ -72,16 +62,9 @@ def torch_mlp(in_features: int = 64, hidden: int = 128, classes: int = 10) -> nn
 
 
 def keras_mlp(in_features: int = 64, hidden: int = 128, classes: int = 10) -> Any:
-    """Build the Keras twin of :func:`torch_mlp` (same layers, same parameter count).
-
-    Returns:
-        A built ``keras.Sequential`` mapping ``(B, in_features) float32`` to ``(B, classes)``
-        logits.
-
-    Raises:
-        ValueError: for sizes < 1.  TypeError: for non-int sizes.
-        ImportError: when TensorFlow/Keras is not installed.
-    """
+    """Build the Keras twin of :func:`torch_mlp` (same layers, same parameter count): a built
+    ``keras.Sequential``, ``(B, in_features) float32`` to ``(B, classes)`` logits.  ValueError for
+    sizes < 1, TypeError for non-int sizes, ImportError without TensorFlow/Keras."""
     _check_sizes(in_features=in_features, hidden=hidden, classes=classes)
     keras = _keras()
     layers = keras.layers
@@ -90,18 +73,12 @@ def keras_mlp(in_features: int = 64, hidden: int = 128, classes: int = 10) -> An
 
 
 def torch_cnn(channels: int = 16, classes: int = 10, in_channels: int = 1) -> nn.Module:
-    """Build a small CNN for 8x8 images: two 3x3 conv blocks with 2x2 max-pooling, then Linear.
+    """Build a small CNN for 8x8 images: an ``nn.Sequential``, ``(B, in_channels, 8, 8) float32``
+    to ``(B, classes)`` logits.
 
-    Layout: Conv(in→c) → ReLU → MaxPool2 → Conv(c→2c) → ReLU → MaxPool2 → Flatten →
-    Linear(2c·2·2 → classes).  Parameters: ``9·in·c + c + 9·c·2c + 2c + 8c·classes + classes``
-    (6,090 by default).
-
-    Returns:
-        An ``nn.Sequential`` mapping ``(B, in_channels, 8, 8) float32`` to ``(B, classes)``
-        logits.
-
-    Raises:
-        ValueError: for sizes < 1.  TypeError: for non-int sizes.
+    Conv3x3(in→c) → ReLU → MaxPool2 → Conv3x3(c→2c) → ReLU → MaxPool2 → Flatten → Linear(8c →
+    classes), c = ``channels``: ``9·in·c + c + 9·c·2c + 2c + 8c·classes + classes`` parameters
+    (6,090 by default).  ValueError for sizes < 1, TypeError for non-int sizes.
     """
     _check_sizes(channels=channels, classes=classes, in_channels=in_channels)
     from torch import nn
@@ -173,16 +150,10 @@ class Digits:
 def digits(test_size: float = 0.25, seed: int = 0) -> Digits:
     """Load scikit-learn's handwritten digits, scaled to ``[0, 1]``, with a stratified split.
 
-    ``sklearn.model_selection.train_test_split(stratify=y)``: each class keeps its share in
-    train and test; the same ``seed`` gives the same split on every machine (``test_size=0.25``:
-    1,347 train and 450 test images).
-
-    Returns:
-        A :class:`Digits` with ``x_*: (N, 1, 8, 8) float32`` and ``y_*: (N,) int64``.
-
-    Raises:
-        ValueError: when ``test_size`` is not in ``(0, 1)`` or ``seed`` is negative.
-        TypeError: when ``seed`` is not an int.
+    ``train_test_split(stratify=y)`` keeps each class's share in train and test; the same ``seed``
+    gives the same split everywhere (``test_size=0.25``: 1,347 train, 450 test images).  Returns a
+    :class:`Digits`.  ValueError for ``test_size`` outside ``(0, 1)`` or a negative ``seed``,
+    TypeError for a non-int ``seed``.
     """
     if not isinstance(test_size, (float, int)) or isinstance(test_size, bool):
         raise TypeError(f"test_size must be a float, got {type(test_size).__name__}")
@@ -202,19 +173,12 @@ def digits(test_size: float = 0.25, seed: int = 0) -> Digits:
 
 def digits_tf(batch_size: int = 64, *, flat: bool = False, seed: int = 0,
               drop_remainder: bool = False) -> tuple[Any, Any]:
-    """Return prefetching ``tf.data.Dataset``s over :func:`digits`'s split, channels last.
+    """Return prefetching ``tf.data.Dataset``s ``(train_ds, test_ds)`` over :func:`digits`'s split.
 
-    The train set reshuffles every epoch (seeded); the test set keeps its order.
-    ``drop_remainder`` drops the last, smaller batch (for replicas or XLA/TPU).
-
-    Returns:
-        ``(train_ds, test_ds)`` yielding ``(x, y)``: ``x`` ``(B, 8, 8, 1)`` or, with ``flat``,
-        ``(B, 64) float32``; ``y`` ``(B,) int64``.
-
-    Raises:
-        ValueError: for ``batch_size < 1`` or a negative ``seed``.
-        TypeError: for a non-int ``batch_size`` or ``seed``.
-        ImportError: when TensorFlow is not installed.
+    They yield ``(x, y)``: ``x`` ``(B, 8, 8, 1)`` (channels last) or, with ``flat``, ``(B, 64)``
+    float32; ``y`` ``(B,) int64``.  Train reshuffles every epoch (seeded), test keeps its order;
+    ``drop_remainder`` drops the last, smaller batch (for replicas or XLA/TPU).  ValueError for
+    ``batch_size < 1`` or a negative ``seed``, TypeError for non-ints, ImportError without TF.
     """
     _check_int("batch_size", batch_size)
     _check_int("seed", seed, 0)

@@ -1,22 +1,11 @@
 """Plots for the notebooks: drawing only, each stamped with the device and size profile.
 
-:func:`roofline` and :func:`timeline` take what was measured (a ``Roofline``, a profiler's
-spans), draw it on a new figure (or on ``ax=`` if given) and return the matplotlib ``Axes``;
-one-off plots are a few lines of plain matplotlib in the notebooks.  Nothing here measures or
-computes results.  Every plot carries a small grey :func:`stamp` in its lower-right corner,
-``device · profile``, so a figure pasted out of context still says where it was measured.
-Uses the object API (``fig, ax = plt.subplots()``), which works with any backend, including
-the non-interactive ``Agg`` used in CI.
-
-:func:`text_overlaps` checks a drawn figure for text boxes that overlap (tick labels, labels,
-titles, annotations, legends): the tests run it on every plot of this module and of
-:mod:`accelkit.explore`.
-
-Owns drawing only.  The size profile for the stamp is passed in (the notebook's ``P``), never
-re-read here: resolving it is :mod:`accelkit.config`'s; the measurements are
-:mod:`accelkit.bench`'s and :mod:`accelkit.roofline`'s.
-
-Example: ``fig, ax = plt.subplots(); ax.plot(xs, ys); ak.plot.stamp(ax, str(dev), P)``
+:func:`roofline` and :func:`timeline` draw what was measured on a new figure (or ``ax=``) and
+return the ``Axes``; one-off plots are plain matplotlib in the notebooks.  Every plot carries a
+grey :func:`stamp`, ``device · profile``, in its lower-right corner.  :func:`text_overlaps`
+checks a drawn figure for overlapping texts (the tests run it on every plot here and in
+:mod:`accelkit.explore`).  Measurements live in :mod:`accelkit.bench` and
+:mod:`accelkit.roofline`; the profile is passed in, never re-read (:mod:`accelkit.env`).
 """
 
 from __future__ import annotations
@@ -27,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
 
-    from accelkit.config import Profile
+    from accelkit.env import Profile
     from accelkit.roofline import Placement, Roofline
 
 #: Line styles of the compute roofs, one per dtype (colour alone fails in greyscale print).
@@ -44,17 +33,8 @@ def _new_ax(ax: Axes | None, figsize: tuple[float, float] = (6.4, 3.6)) -> Axes:
 
 
 def stamp(ax: Axes, device: str, profile: str | Profile) -> Axes:
-    """Write ``device · profile <name>`` in small grey text in the lower-right corner of ``ax``.
-
-    Args:
-        ax: the axes to stamp.
-        device: where the data was measured (``"cpu"``, ``"cuda:0 NVIDIA H200"``).
-        profile: the size profile the data was measured in: its name (``"ci"``) or the
-            notebook's resolved :class:`~accelkit.config.Profile` (``P``); never re-read here.
-
-    Returns:
-        ``ax``.
-    """
+    """Write ``device · profile <name>`` in small grey text in the lower-right corner of ``ax``
+    and return ``ax``; ``profile``: a name (``"ci"``) or the notebook's resolved ``P``."""
     name = profile if isinstance(profile, str) else profile.name
     ax.text(0.995, 0.01, f"{device} · profile {name}", transform=ax.transAxes,
             ha="right", va="bottom", fontsize=7, color="0.45", gid="accelkit-stamp")
@@ -63,22 +43,10 @@ def stamp(ax: Axes, device: str, profile: str | Profile) -> Axes:
 
 def roofline(roof: Roofline, points: Sequence[Placement] = (), *, title: str = "",
              ax: Axes | None = None) -> Axes:
-    """Draw a roofline on log-log axes: one compute roof per dtype, the memory roof, and points.
-
-    The memory roof (shared by every dtype) is drawn once, up to the highest ridge point; each
-    compute roof runs flat from its own ridge point, in its own colour and line style, so roofs
-    of similar height never hide one another.
-
-    Args:
-        roof: from :func:`accelkit.roofline.measure`.
-        points: kernels placed with :meth:`Roofline.place`; each is drawn at
-            (intensity, achieved TFLOP/s) with its label.
-        title: the plot's title (default: "Roofline of <device>").
-        ax: draw here instead of on a new figure.
-
-    Returns:
-        The ``Axes`` (x: FLOP/byte, y: TFLOP/s).
-    """
+    """Draw ``roof`` (:func:`accelkit.roofline.measure`) on log-log axes: the memory roof once, a
+    compute roof per dtype from its ridge point (own colour and line style), and ``points``
+    (:meth:`Roofline.place`) at (intensity, achieved TFLOP/s).  Returns the ``Axes``
+    (x: FLOP/byte, y: TFLOP/s)."""
     import numpy as np
 
     ax = _new_ax(ax, (6.4, 4.2))
@@ -86,9 +54,6 @@ def roofline(roof: Roofline, points: Sequence[Placement] = (), *, title: str = "
     xs_pts = [p.intensity for p in points]
     lo = min([min(ridges) / 100] + [x / 4 for x in xs_pts])
     hi = max([max(ridges) * 20] + [x * 4 for x in xs_pts])
-    # one memory roof shared by every dtype (drawn once, so it hides none of them), then each
-    # dtype's compute roof from its ridge point on, in a style of its own: roofs of similar
-    # height stay distinguishable, and none is drawn on top of another's slope
     slope = np.geomspace(lo, max(ridges), 100)
     ax.plot(slope, slope * roof.bandwidth_gbps / 1e3, color="0.35", lw=1.5,
             label=f"memory roof: {roof.bandwidth_gbps:.3g} GB/s")
@@ -114,23 +79,10 @@ def roofline(roof: Roofline, points: Sequence[Placement] = (), *, title: str = "
 def timeline(spans: Sequence[tuple[str, str, float, float]], *, title: str = "",
              device: str = "cpu", profile: str | Profile, top: int = 8,
              ax: Axes | None = None) -> Axes:
-    """Draw a profiler timeline: one row per thread (or stream), one box per op.
-
-    Args:
-        spans: ``(row, name, start_us, duration_us)`` per op, e.g. from a Chrome trace's
-            complete (``"ph": "X"``) events.
-        title: the plot's title.
-        device, profile: for the stamp.
-        top: ops with the most total time get their own colour (and a legend entry); the
-            rest are grey.
-        ax: draw here instead of on a new figure.
-
-    Returns:
-        The ``Axes`` (x in milliseconds from the first op).
-
-    Raises:
-        ValueError: for no spans.
-    """
+    """Draw a profiler timeline of ``spans`` ``(row, name, start_us, duration_us)``
+    (:func:`accelkit.gpt.trace_spans`): a row per thread or stream, a box per op, the ``top``
+    ops by total time in colours of their own.  Returns the ``Axes`` (x: ms from the first op).
+    ``ValueError`` for no spans."""
     if not spans:
         raise ValueError("timeline needs at least one span")
     import matplotlib.pyplot as plt
@@ -180,22 +132,10 @@ def _texts(fig: Any) -> list[tuple[str, Any]]:
 
 
 def text_overlaps(fig: Any, pad_px: float = 1.0) -> list[tuple[str, str]]:
-    """Render ``fig`` and list every pair of texts whose boxes overlap.
-
-    Compared: tick labels (major and minor, those inside the view), axis labels, titles,
-    texts and annotations of every axes, each legend as one box, and the figure's texts.
-    A legend's own entries are inside its box and not compared with it.
-
-    Args:
-        fig: a matplotlib ``Figure`` (``ax.figure`` for a helper that returns an ``Axes``).
-        pad_px: shrink every box by this many pixels per side first, so that boxes that
-            merely touch do not count.
-
-    Returns:
-        ``[(description, description), ...]``, empty when no two texts overlap.
-
-    Example: ``assert not ak.plot.text_overlaps(ax.figure), ak.plot.text_overlaps(ax.figure)``
-    """
+    """Render ``fig`` and return every pair ``(description, description)`` of texts whose boxes
+    overlap: tick labels inside the view, axis labels, titles, texts and annotations, each
+    legend as one box, the figure's texts.  Each box first shrinks by ``pad_px`` per side, so
+    boxes that merely touch do not count."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     boxes = []
