@@ -1,45 +1,27 @@
 """This machine's roofline: measured matmul throughput per dtype and memory bandwidth.
 
 The roofline model (Williams, Waterman & Patterson, "Roofline: an insightful visual performance
-model for multicore architectures", Communications of the ACM 52(4), 2009) bounds a kernel's
-throughput by ``attainable FLOP/s = min(peak FLOP/s, arithmetic intensity × memory bandwidth)``,
-the intensity being its FLOP per byte moved to/from memory.  Below the *ridge point*
-``peak / bandwidth`` a kernel is memory-bound; above it, compute-bound.  :func:`measure` takes
-both roofs from this machine, not a datasheet: the peak is a large square matmul's throughput in
-each dtype (``2·n³`` FLOP, timed with :func:`accelkit.bench.measure`), the bandwidth a copy's of a
-tensor much larger than the last-level cache.  They are what a kernel here can actually reach.
+model for multicore architectures", CACM 52(4), 2009): ``attainable FLOP/s = min(peak FLOP/s,
+intensity × bandwidth)``, intensity being FLOP per byte moved; below the *ridge point*
+``peak / bandwidth`` a kernel is memory-bound.  :func:`measure` takes both roofs from this
+machine: a large square matmul per dtype (``2·n³`` FLOP) and a copy much larger than the
+last-level cache.
 
-**Bytes moved: memory traffic, write-allocate included.**  On a CPU with write-back caches an
-ordinary store to a line that is not cached first *reads* it (a read-for-ownership), then
-writes it back: each byte written costs two bytes of traffic.  A copy then moves 3 bytes per 2
-counted and an ``out=`` add 4 per 3, so with STREAM's counting (one read plus one write) the
-copy's GB/s understate the memory's by 1/3 and an add placed on that roof sits at about
-``(3/4) / (2/3) = 1.125`` of it.  The three conventions (bcopy, STREAM, hardware) and the
-write-allocate read are McCalpin's, https://www.cs.virginia.edu/stream/ref.html ("Counting Bytes
-and FLOPS"); G. Hager, "The McCalpin STREAM benchmark: how to do it right and interpret the
-results" (2019), https://blogs.fau.de/hager/archives/8263, measures it.  Per device kind
-(:func:`writes_allocate`):
+**Bytes moved are memory traffic, write-allocate included.**  With write-back caches an ordinary
+store to an uncached line first reads it (read-for-ownership): a copy moves 3 bytes per 2
+counted, an ``out=`` add 4 per 3, so STREAM's count (one read + one write) understates the
+memory's GB/s by 1/3 (McCalpin, https://www.cs.virginia.edu/stream/ref.html, "Counting Bytes
+and FLOPS"; measured by G. Hager, https://blogs.fau.de/hager/archives/8263, 2019).
+:func:`writes_allocate` per device kind:
 
-- **x86-64 CPUs** (Intel, AMD): write-allocate, ``written × 2``; not seen by the model:
-  non-temporal stores (glibc ``memcpy`` above a threshold; PyTorch's elementwise kernels use
-  ordinary stores) and Intel's SpecI2M, which can skip the read for whole-line writes.
-- **Arm CPUs**: without: cores switch to *write streaming mode* on whole-line writes (Arm
-  Cortex-A76 TRM, 100798, A6.2.6).  Not measured by this course.
-- **GPUs**: without: their L2 caches track writes per sector (NVIDIA: 32 bytes), so whole
-  written sectors need no DRAM read.  Not yet measured by this course; notebook 00's
-  in-place-vs-copy evidence cell measures it wherever it runs.
+- x86-64 CPUs: yes, ``written × 2`` (non-temporal stores and Intel's SpecI2M can skip the read;
+  PyTorch's elementwise kernels use ordinary stores).
+- Arm CPUs: no, *write streaming mode* on whole-line writes (Cortex-A76 TRM, 100798, A6.2.6).
+- GPUs: no, L2 tracks writes per sector (NVIDIA: 32 bytes).  Arm and GPUs are not yet measured
+  by this course; notebook 00's in-place-vs-copy evidence cell measures it where it runs.
 
-A :class:`Roofline`'s ``bandwidth_gbps`` is memory traffic, :attr:`Roofline.copy_gbps` the copy in
-STREAM's counting, and :meth:`Roofline.traffic` turns a kernel's bytes read and written into the
-``bytes_moved`` to place it with.  Elsewhere: timing in :mod:`accelkit.bench`; datasheet peaks in
-:mod:`accelkit.hardware`; dtype names in :mod:`accelkit.claims` (its short names key the results).
-
-Example::
-
-    roof = ak.roofline.measure(profile=P)   # P = ak.config.profile(), resolved once
-    mm = ak.bench.measure(lambda: a @ b, flops=2 * n**3,
-                          bytes_moved=roof.traffic(read_bytes=2 * n * n * 4, written_bytes=n * n * 4))
-    print(roof.place(mm, "fp32"))          # intensity, achieved vs attainable TFLOP/s
+Elsewhere: timing in :mod:`accelkit.bench`; datasheet peaks in :mod:`accelkit.hardware`; dtype
+names in :mod:`accelkit.claims`; the size profile in :mod:`accelkit.env`.
 """
 
 from __future__ import annotations
@@ -51,21 +33,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accelkit import bench, claims, config
+from accelkit import bench, claims
 from accelkit import device as _device
 
-#: The dtypes the roofline measures: short key (the result key) -> torch dtype name, both
-#: spelled by :mod:`accelkit.claims`.
+#: The dtypes the roofline measures: short key (the result key) -> torch dtype name.
 DTYPE_NAMES = {claims.SHORT[name]: name for name in ("float32", "bfloat16", "float16")}
 
 MIB = 2**20
 
 
 def dtype_key(dtype: Any) -> str:
-    """Return the short name (``"fp32"``, ``"bf16"``, ``"fp16"``) of a dtype or dtype name.
-
-    Accepts ``"bf16"``, ``"bfloat16"``, ``torch.bfloat16``, ``tf.bfloat16`` ... (the names
-    :func:`accelkit.claims.short` reads).
+    """Return the short name (``"fp32"``, ``"bf16"``, ``"fp16"``) of a dtype or dtype name
+    (any spelling :func:`accelkit.claims.short` reads).
 
     Raises:
         ValueError: for a dtype the roofline does not measure.
@@ -82,13 +61,9 @@ X86_MACHINES = frozenset({"x86_64", "amd64", "i386", "i686"})
 
 
 def writes_allocate(dev: Any = "cpu", machine: str | None = None) -> bool:
-    """Return whether ordinary stores on ``dev`` read each written line from memory first:
-    True for an x86-64 CPU, False for Arm CPUs and GPUs (why, and sources: the module docstring).
-
-    Args:
-        dev: a torch device or device string (``"cpu"``, ``"cuda:0"``, ``"mps"``).
-        machine: the CPU architecture as ``platform.machine()`` spells it; default: this one.
-    """
+    """Return whether ordinary stores on ``dev`` (a torch device or string) read each written
+    line first: True for an x86-64 CPU (``machine``: ``platform.machine()``, default this one),
+    False for Arm CPUs and GPUs (sources: the module docstring)."""
     kind = str(dev).split(":", 1)[0]
     if kind != "cpu":
         return False
@@ -102,8 +77,6 @@ def traffic_bytes(read_bytes: float, written_bytes: float, *, write_allocate: bo
 
     Raises:
         ValueError: for a negative or non-finite byte count.
-
-    Example: ``traffic_bytes(4 * n, 4 * n, write_allocate=True) == 12 * n`` (fp32 copy, x86).
     """
     for name, value in (("read_bytes", read_bytes), ("written_bytes", written_bytes)):
         if not (math.isfinite(value) and value >= 0):
@@ -113,16 +86,9 @@ def traffic_bytes(read_bytes: float, written_bytes: float, *, write_allocate: bo
 
 @dataclass(frozen=True)
 class Placement:
-    """A measured kernel placed on a roofline.
-
-    Attributes:
-        label: the timing's label.
-        dtype: the roof it is compared with (``"fp32"`` ...).
-        intensity: FLOP per byte moved.
-        achieved_tflops: measured TFLOP/s (10**12 FLOP/s).
-        attainable_tflops: the roofline's bound at this intensity, TFLOP/s.
-        bound: ``"memory"`` (left of the ridge point) or ``"compute"``.
-    """
+    """A measured kernel placed on a roofline: its ``label``, the ``dtype`` roof it is compared
+    with, ``intensity`` (FLOP/byte), ``achieved_tflops`` and ``attainable_tflops`` (10**12
+    FLOP/s) and ``bound`` (``"memory"``: left of the ridge point, or ``"compute"``)."""
 
     label: str
     dtype: str
@@ -148,13 +114,15 @@ class Roofline:
     """The two roofs of one device, measured.
 
     Attributes:
-        peak_tflops: measured matmul throughput per dtype, TFLOP/s (``{"fp32": 0.35, ...}``).
-        bandwidth_gbps: measured memory bandwidth, GB/s (10**9 bytes/s): the copy's traffic.
-        device: the device string (``"cpu"``, ``"cuda:0"``).
-        device_name: the product name (CPU model or GPU name).
-        profile: the size profile the roofs were measured in (``"ci"``/``"full"``).
+        peak_tflops: matmul throughput per dtype, TFLOP/s (``{"fp32": 0.35, ...}``; keys read
+            by :func:`dtype_key`).
+        bandwidth_gbps: memory bandwidth, GB/s (10**9 bytes/s): the copy's traffic.
+        device, device_name, profile: ``"cpu"``/``"cuda:0"``, its product name, ``"ci"``/``"full"``.
         timings: the measurements behind the roofs.
         write_allocate: :func:`writes_allocate` of the device.
+
+    Raises:
+        ValueError: for no peak, or a peak or bandwidth that is not a positive number.
     """
 
     peak_tflops: dict[str, float]
@@ -186,11 +154,7 @@ class Roofline:
 
     def traffic(self, read_bytes: float, written_bytes: float) -> float:
         """Return the memory traffic of a kernel on this device, to pass as ``bytes_moved``
-        (:func:`traffic_bytes` with this roof's ``write_allocate``).
-
-        Example: an fp32 ``torch.add(x, y, out=z)`` of ``n`` elements:
-        ``roof.traffic(8 * n, 4 * n)`` (16 n bytes on x86, 12 n on a GPU).
-        """
+        (:func:`traffic_bytes` with this roof's ``write_allocate``)."""
         return traffic_bytes(read_bytes, written_bytes, write_allocate=self.write_allocate)
 
     def peak(self, dtype: Any = "fp32") -> float:
@@ -206,17 +170,12 @@ class Roofline:
         return self.peak_tflops[key]
 
     def attainable_tflops(self, intensity: float, dtype: Any = "fp32") -> float:
-        """Return the roofline bound ``min(peak, intensity × bandwidth)`` in TFLOP/s.
-
-        Args:
-            intensity: arithmetic intensity in FLOP/byte, >= 0.
-            dtype: which compute roof (``"fp32"``, ``"bf16"``, ``"fp16"``).
+        """Return the roofline bound ``min(peak, intensity × bandwidth)`` in TFLOP/s, for an
+        intensity in FLOP/byte and the compute roof of ``dtype``.
 
         Raises:
+            TypeError: for an intensity that is not a number.
             ValueError: for a negative or non-finite intensity, or an unmeasured dtype.
-
-        Example: ``roof.attainable_tflops(1 / 16)``  (an fp32 elementwise add reads 8 and
-        writes 4 bytes per FLOP: 16 bytes of traffic with write-allocate, 1/16 FLOP/B)
         """
         if isinstance(intensity, bool) or not isinstance(intensity, (int, float)):
             raise TypeError(f"intensity must be a number, got {type(intensity).__name__}")
@@ -230,15 +189,8 @@ class Roofline:
         return self.peak(dtype) * 1e3 / self.bandwidth_gbps
 
     def place(self, timing: bench.Timing, dtype: Any = "fp32") -> Placement:
-        """Place a measured kernel on this roofline.
-
-        Args:
-            timing: from :func:`accelkit.bench.measure` with ``flops=`` and ``bytes_moved=``.
-            dtype: the compute roof to compare with (the kernel's dtype).
-
-        Returns:
-            A :class:`Placement`: the intensity ``flops / bytes_moved`` (FLOP/byte), achieved and
-            attainable TFLOP/s.
+        """Place a timing (:func:`accelkit.bench.measure` with ``flops=`` and ``bytes_moved=``)
+        on the ``dtype`` roof: a :class:`Placement` at intensity ``flops / bytes_moved``.
 
         Raises:
             ValueError: when the timing lacks ``flops`` or a positive ``bytes_moved``, or for an
@@ -257,20 +209,11 @@ class Roofline:
         return "memory" if intensity < self.ridge_point(dtype) else "compute"
 
     def predicted_s(self, flops: float, bytes_moved: float, dtype: Any = "fp32") -> float:
-        """Predict a kernel's time at its roof: ``flops / attainable(flops / bytes_moved)``.
-
-        Args:
-            flops: the kernel's FLOP, > 0.
-            bytes_moved: bytes it reads and writes, > 0.
-            dtype: its compute roof.
-
-        Returns:
-            Seconds (the fastest this roofline allows; real kernels take longer).
+        """Return the seconds a kernel takes at its roof, ``flops / attainable(flops /
+        bytes_moved)`` (the fastest this roofline allows).
 
         Raises:
             ValueError: for ``flops`` or ``bytes_moved`` <= 0, or an unmeasured dtype.
-
-        Example: ``roof.predicted_s(2 * 512**3, roof.traffic(2 * 512**2 * 4, 512**2 * 4))``
         """
         if not (flops > 0 and bytes_moved > 0):
             raise ValueError(f"flops and bytes_moved must be > 0, got {flops}, {bytes_moved}")
@@ -295,11 +238,8 @@ class Roofline:
 
 # ----------------------------------------------------------------------------- measuring
 def last_level_cache_bytes(dev: Any = "cpu") -> int | None:
-    """Return the size of the device's last-level cache in bytes, or None if unknown.
-
-    CPU: the highest-level cache in ``/sys/devices/system/cpu/cpu0/cache`` (Linux).
-    CUDA: the GPU's L2 cache (``torch.cuda.get_device_properties(...).L2_cache_size``).
-    """
+    """Return the device's last-level cache in bytes, or None if unknown: the highest level in
+    ``/sys/devices/system/cpu/cpu0/cache`` (Linux CPU) or ``L2_cache_size`` (CUDA)."""
     import torch
 
     kind = torch.device(dev).type
@@ -321,12 +261,10 @@ def last_level_cache_bytes(dev: Any = "cpu") -> int | None:
     return best[1] if best else None
 
 
-def copy_bytes(dev: Any, prof: config.Profile) -> int:
-    """Choose the size of the copied tensor: at least the LLC, so src + dst exceed it twice.
-
-    ``max(profile size, LLC)`` bytes, capped at 1/8 of the memory available on the host
-    (CPU) or free on the device (CUDA).  The profile size is 256 MiB (``ci``) or 1 GiB.
-    """
+def copy_bytes(dev: Any, prof: Any) -> int:
+    """Return the bytes of the copied tensor: ``max(prof.pick(ci=256 MiB, full=1 GiB), LLC)``
+    (src + dst exceed the cache twice), capped at 1/8 of the memory available on the host
+    (CPU) or free on the device (CUDA); ``prof`` is a size profile (:func:`accelkit.env.profile`)."""
     import torch
 
     want = max(prof.pick(ci=256 * MIB, full=1024 * MIB), last_level_cache_bytes(dev) or 0)
@@ -361,12 +299,8 @@ def _dtypes_for(dev: Any) -> list[str]:
 
 
 def _matmul(n: int, key: str, dev: Any, run_time: float) -> bench.Timing | None:
-    """Time an ``(n, n) @ (n, n)`` matmul in ``key``, at a smaller ``n`` where one call is slow.
-
-    A dtype without hardware units (bf16 on most laptop CPUs) can run hundreds of times
-    slower than fp32; :func:`accelkit.bench.fit_size` then shrinks ``n`` so one call takes at
-    most a quarter of ``run_time``, and the label says why.
-    """
+    """Time an ``(n, n) @ (n, n)`` matmul in ``key``; :func:`accelkit.bench.fit_size` shrinks
+    ``n`` (the label says why) where one call would take over a quarter of ``run_time``."""
     import torch
 
     dt = getattr(torch, DTYPE_NAMES[key])
@@ -402,23 +336,19 @@ def _copy(numel: int, dev: Any, run_time: float, write_allocate: bool = False) -
                          device=dev, min_run_time=run_time, warmup=1)
 
 
-def measure(device: Any = None, *, profile: str | config.Profile,
-            dtypes: Sequence[Any] | None = None,
+def measure(device: Any = None, *, profile: Any, dtypes: Sequence[Any] | None = None,
             min_run_time: float | None = None) -> Roofline:
     """Measure this device's roofline: matmul TFLOP/s per dtype and copy GB/s.
 
-    Matmul: ``(n, n) @ (n, n)`` with ``n = profile.pick(ci=1024, full=8192)``,
-    ``flops = 2·n³`` (smaller for a dtype so slow here that one call would take more than a
-    quarter of ``min_run_time``: the timing's label says so).  Copy: ``dst.copy_(src)`` of a
-    tensor at least as large as the last-level cache (:func:`copy_bytes`), its bytes the memory
-    traffic (:func:`traffic_bytes`).  Takes a few seconds in the ``ci`` profile on a 2-core CPU.
+    Matmul: ``(n, n) @ (n, n)``, ``n = profile.pick(ci=1024, full=8192)`` (smaller for a dtype
+    too slow here, see :func:`_matmul`), ``2·n³`` FLOP.  Copy: ``dst.copy_(src)`` of
+    :func:`copy_bytes`, its bytes the memory traffic.  A few seconds in ``ci`` on a 2-core CPU.
 
     Args:
         device: a torch device or string; default: :func:`accelkit.device.best_torch_device`.
-        profile: the size profile (``P = ak.config.profile()``), or its name.
-        dtypes: which matmul dtypes to measure; default fp32 and bf16 everywhere, fp16 on
-            GPUs and on CPUs with fp16 units (AVX512-FP16/AMX-FP16).  A dtype the device
-            cannot run is left out.
+        profile: the size profile, resolved (``P = ak.env.profile()``).
+        dtypes: matmul dtypes; default fp32 and bf16, fp16 on GPUs and CPUs with fp16 units
+            (AVX512-FP16/AMX-FP16).  A dtype the device cannot run is left out.
         min_run_time: seconds spent timing each kernel; default ``profile.pick(0.2, 1.0)``.
 
     Returns:
@@ -426,14 +356,16 @@ def measure(device: Any = None, *, profile: str | config.Profile,
 
     Raises:
         DeviceNotAvailableError: when ``device`` is not on this machine.
-        ValueError: for an unknown dtype or profile.
+        TypeError: for a profile name (resolve it with :func:`accelkit.env.profile`).
+        ValueError: for an unknown dtype.
     """
-    prof = profile if isinstance(profile, config.Profile) else config.profile(profile)
+    if isinstance(profile, str):
+        raise TypeError(f"profile={profile!r}: pass a resolved profile, ak.env.profile({profile!r})")
     dev = (_device.best_torch_device().device if device is None
            else _device.get_torch_device(device))
     keys = [dtype_key(d) for d in dtypes] if dtypes is not None else _dtypes_for(dev)
-    run_time = min_run_time if min_run_time is not None else prof.pick(ci=0.2, full=1.0)
-    n = prof.pick(ci=1024, full=8192)
+    run_time = min_run_time if min_run_time is not None else profile.pick(ci=0.2, full=1.0)
+    n = profile.pick(ci=1024, full=8192)
     timings: list[bench.Timing] = []
     peaks: dict[str, float] = {}
     for key in keys:
@@ -442,9 +374,9 @@ def measure(device: Any = None, *, profile: str | config.Profile,
             timings.append(t)
             peaks[key] = t.tflops or 0.0
     wa = writes_allocate(dev)
-    copy = _copy(copy_bytes(dev, prof) // 4, dev, run_time, write_allocate=wa)
+    copy = _copy(copy_bytes(dev, profile) // 4, dev, run_time, write_allocate=wa)
     timings.append(copy)
-    return Roofline(peaks, copy.gbps or 0.0, str(dev), _device_name(dev), prof.name,
+    return Roofline(peaks, copy.gbps or 0.0, str(dev), _device_name(dev), profile.name,
                     tuple(timings), write_allocate=wa)
 
 
@@ -460,13 +392,9 @@ def _device_name(dev: Any) -> str:
     return kind
 
 
-def report(device: Any = None, *, profile: str | config.Profile) -> str:
-    """Measure the roofline and return it as text (``python -m accelkit roofline``).
-
-    Args:
-        device: as for :func:`measure`.
-        profile: the size profile, as for :func:`measure`.
-    """
+def report(device: Any = None, *, profile: Any) -> str:
+    """Measure the roofline (as :func:`measure`) and return it as text
+    (``python -m accelkit.env --roofline``)."""
     roof = measure(device, profile=profile)
     lines = [str(roof), "", roof.table(), "", "Measurements:"]
     lines += [f"- {t}" for t in roof.timings]
@@ -474,19 +402,9 @@ def report(device: Any = None, *, profile: str | config.Profile) -> str:
               "min(peak, I x bandwidth) (Williams, Waterman & Patterson, CACM 2009).",
               "Bytes are memory traffic: " + ("each written byte counts twice (x86 stores read "
               "the line first: write-allocate)." if roof.write_allocate else "reads + writes."),
-              f"Sizes from the {roof.profile!r} profile ({config.PROFILE_ENV}=ci|full|auto)."]
+              f"Sizes from the {roof.profile!r} profile (ACCELKIT_PROFILE=ci|full|auto)."]
     return "\n".join(lines)
 
 
-__all__ = [
-    "DTYPE_NAMES",
-    "Placement",
-    "Roofline",
-    "copy_bytes",
-    "dtype_key",
-    "last_level_cache_bytes",
-    "measure",
-    "report",
-    "traffic_bytes",
-    "writes_allocate",
-]
+__all__ = ["DTYPE_NAMES", "Placement", "Roofline", "copy_bytes", "dtype_key", "last_level_cache_bytes",
+           "measure", "report", "traffic_bytes", "writes_allocate"]

@@ -100,7 +100,7 @@ def test_last_level_cache_is_found_where_sysfs_lists_caches():
 
 def test_measure_returns_positive_roofs(monkeypatch):
     monkeypatch.setattr(roofline, "copy_bytes", lambda dev, prof: 8 * roofline.MIB)
-    roof = roofline.measure("cpu", profile="ci", dtypes=("fp32", "bf16"), min_run_time=0.2)
+    roof = roofline.measure("cpu", profile=env.profile("ci"), dtypes=("fp32", "bf16"), min_run_time=0.2)
     assert set(roof.peak_tflops) == {"fp32", "bf16"}
     assert all(v > 0 for v in roof.peak_tflops.values()) and roof.bandwidth_gbps > 0
     assert roof.device == "cpu" and roof.profile == "ci"
@@ -129,12 +129,17 @@ def test_measure_rejects_absent_device():
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     with pytest.raises(DeviceNotAvailableError):
-        roofline.measure("cuda", profile="ci")
+        roofline.measure("cuda", profile=env.profile("ci"))
+
+
+def test_measure_wants_a_resolved_profile():
+    with pytest.raises(TypeError, match=r"ak\.env\.profile\('ci'\)"):
+        roofline.measure("cpu", profile="ci")
 
 
 def test_report_cites_the_model(monkeypatch):
     monkeypatch.setattr(roofline, "measure", lambda device=None, profile=None: ROOF)
-    text = roofline.report(profile="ci")
+    text = roofline.report(profile=env.profile("ci"))
     assert "Williams" in text and "fp32" in text and "100 GB/s" in text
 
 
