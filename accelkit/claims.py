@@ -1,28 +1,16 @@
-"""Speedup claims and the assertions that check them: every claim the notebooks assert, with
-its floor and why, per kind of hardware, and the asserts with messages a learner can act on.
+"""Speedup claims, the asserts that check them, and the dtype names the course reads.
 
-A claim names a comparison a notebook times (``"bf16_matmul"``: bf16 vs fp32 matmul) and, for
-each kind of hardware, the floor the candidate's speedup must reach there (the lower end of the
-interval of interleaved pairs, :func:`accelkit.bench.compare`) with the reason it holds — a
-measurement or a hardware fact — or ``None``: no claim on that hardware, the notebook shows
-the measurement only.  :data:`CLAIMS` lists the claims; :func:`for_cpu` and :func:`for_gpu`
-assemble the floors one hardware class carries.  Floors must hold in every mode of their class
-(this course's CI CPU switches between two bf16 speeds); they are re-derived from many runs'
-margins (``tools/claim_margins.py``), never from one good run.  The floors and their reasons,
-with the measurements behind them, are data: ``accelkit/claims.toml``; this module loads them
-and computes the GPU floors that follow from each class's datasheet peaks.
-
-:func:`assert_speedup` decides a measured speedup against its floor and :func:`assert_close`
-compares tensors at a dtype's default tolerance (:func:`tolerance`); both raise
-``AssertionError`` (so nbval marks the cell as failed) with what was expected, what was found
-and, for timing checks, the hardware class that set the bound.  Every speedup claim decided is
-also appended, as one JSON line, to the file named by ``ACCELKIT_CLAIMS_LOG`` when it is set
-(``make nbval`` sets it): the interval next to its bound.
-
-Elsewhere: the hardware classes that carry these floors (and ``HardwareClass.claim``) are
-:mod:`accelkit.hardware`; deciding a claim from an interval is :func:`accelkit.stats.decide`.
-It also holds the one table of dtype names (:func:`canonical`, :func:`short`), which
-:mod:`accelkit.hardware`, :mod:`accelkit.precision` and :mod:`accelkit.roofline` read.
+A claim names a comparison a notebook times (``"bf16_matmul"``) and, per kind of hardware, the
+floor the candidate's speedup must reach there (the lower end of the interval of interleaved
+pairs, :func:`accelkit.bench.compare`) with why it holds, or ``None``: no claim, the notebook
+shows the measurement.  Floors must hold in every mode of their class and are re-derived from
+many runs' margins (``tools/claim_margins.py``).  The floors, reasons and measurements are
+data (``claims.toml``); GPU floors follow each class's datasheet peaks (:func:`for_gpu`).
+:func:`assert_speedup` and :func:`assert_close` raise ``AssertionError`` with what was expected
+and found; each decided claim is appended as a JSON line to ``$ACCELKIT_CLAIMS_LOG`` if set.
+The dtype-name table (:func:`canonical`, :func:`short`) lives here, below hardware.
+Elsewhere: the classes carrying the floors (:mod:`accelkit.hardware`), deciding from an
+interval (:func:`accelkit.stats.decide`).
 """
 
 from __future__ import annotations
@@ -45,12 +33,8 @@ else:  # pragma: no cover
 
 @dataclass(frozen=True)
 class Claim:
-    """A speedup claim's floor on one hardware class.
-
-    Attributes:
-        floor: the candidate is at least this many times faster (``None``: no claim here).
-        why: why the floor holds on this class (measurement, or the hardware fact).
-    """
+    """A speedup claim on one hardware class: the candidate is at least ``floor`` times faster
+    (``None``: no claim here), and ``why`` (a measurement, or the hardware fact)."""
 
     floor: float | None
     why: str
@@ -137,13 +121,9 @@ def _ratio(peaks: Mapping[str, float] | None, fast: str, slow: str = "fp32") -> 
 
 
 def _tc_claims(peaks: Mapping[str, float] | None, *, bf16: bool) -> dict[str, Claim]:
-    """Return the tensor-core claims of a GPU with bf16 (or only fp16) tensor cores.
-
-    Each reason quotes *this class's* datasheet ratio (16-bit peak / fp32 peak): 16x on an
-    A100, 4x on an A10 or L4, 2x on a GeForce RTX 4090 (fp32 accumulation at half rate),
-    unknown for a GPU not in the table.  A ratio under 3x lowers the floors that a 4x-16x
-    ratio carries (2.0 for the matmul, 1.5 for the GPT step) to 1.2.
-    """
+    """Return the tensor-core claims of a GPU with bf16 (or only fp16) tensor cores, each
+    quoting this class's datasheet 16-bit/fp32 ratio (16x A100, 4x A10/L4, 2x RTX 4090); under
+    3x the floors 2.0 (matmul) and 1.5 (GPT step) drop to 1.2."""
     dt = "bf16" if bf16 else "fp16"
     ratio = _ratio(peaks, dt)
     if ratio is None:
@@ -175,13 +155,8 @@ def _tc_claims(peaks: Mapping[str, float] | None, *, bf16: bool) -> dict[str, Cl
 
 
 def _tf32_claims(peaks: Mapping[str, float] | None) -> dict[str, Claim]:
-    """Return the TF32 claim from this class's datasheet ratio (tf32 peak / fp32 peak).
-
-    NVIDIA Ampere on (not claimed on ROCm, where whether PyTorch's TF32 switch reaches
-    hipBLASLt is not measured by this course).  A floor of 1.3 where the datasheet promises at
-    least 1.9x (2x on an A10/L4, 8x on an A100); none where TF32's peak is close to fp32's
-    (1x on a GeForce RTX 4090, 1.7x on an H20) or unknown.
-    """
+    """Return the TF32 claim (NVIDIA only) from the datasheet's tf32/fp32 ratio: floor 1.3 from
+    1.9x (2x A10/L4, 8x A100); none below (1x RTX 4090, 1.7x H20) or when unknown."""
     ratio = _ratio(peaks, "tf32")
     if ratio is None:
         return {"tf32_matmul": Claim(None, "TF32 tensor cores (sm_80+), but this GPU's datasheet "
@@ -194,23 +169,12 @@ def _tf32_claims(peaks: Mapping[str, float] | None) -> dict[str, Claim]:
 
 
 def measured_bf16(faster: bool | None, finding: str, kernel: str = "") -> dict[str, Claim]:
-    """Return the bf16 claims of a machine whose class lets a measurement decide (Zen 4 vs Xeon).
+    """Return ``{name: Claim}`` for :data:`BF16_CLAIMS` on a machine whose class lets a
+    measurement decide (:data:`MEASURED_BF16_CLASSES`, by :func:`accelkit.precision.amp_path`).
 
-    Used by :func:`accelkit.precision.amp_path` for the classes in
-    :data:`MEASURED_BF16_CLASSES`, after it timed a bf16 against an fp32 matmul on this
-    machine: where bf16 was clearly faster, the notebooks' own bf16 matmul (fresh pairs, timed
-    later) must be at least as fast as fp32 (floor 1.0); the training steps carry no floor
-    (they add casts and fp32 work; no measurement of this class backs one), and where bf16
-    was not faster (the Xeon VM's case) nothing is claimed.
-
-    Args:
-        faster: ``True`` where the measurement found bf16 clearly faster, ``False`` where it
-            found it slower or not clearly faster, ``None`` where it was too noisy to say.
-        finding: the measurement in words (``Comparison.finding()``).
-        kernel: the oneDNN kernel that ran it (``"brg_matmul:avx512_core_bf16"``), or ``""``.
-
-    Returns:
-        ``{name: Claim}`` for every name in :data:`BF16_CLAIMS`.
+    ``faster``: the bf16 vs fp32 matmul measured here was clearly faster (then the notebooks'
+    bf16 matmul gets floor 1.0, the training steps none), not (``False``) or too noisy
+    (``None``): no claim.  ``finding``: the measurement in words; ``kernel``: the oneDNN kernel.
     """
     ran = f"; oneDNN ran {kernel}" if kernel else ""
     seen = f"measured on this machine before the notebook's own timing: {finding}{ran}"
@@ -244,39 +208,18 @@ _CPU_CLASS_FUSION: dict[str, dict[str, Claim]] = {
 
 
 def for_cpu(name: str) -> dict[str, Claim]:
-    """Return the claims a CPU class carries: shared CPU floors plus its bf16 and GPT ones,
-    then the class's own re-measured table (``_CPU_CLASS_FUSION``), which replaces the shared
-    entries it names.
-
-    Args:
-        name: the class name (``"cpu-amx"``); a name without bf16 entries gets the
-            no-bf16-units floors.
-
-    Returns:
-        ``{claim name: Claim}``.
-    """
+    """Return ``{claim: Claim}`` for CPU class ``name``: the shared CPU floors, its bf16 (else
+    the no-bf16-units) and GPT ones, then its own re-measured entries."""
     return (dict(_CPU_CLAIMS) | _CPU_BF16_CLAIMS.get(name, _NO_BF16_CPU) | _GPT_CPU_CLAIMS
             | _GPT_CPU_BF16.get(name, {}) | _CPU_CLASS_FUSION.get(name, {}))
 
 
 def for_gpu(kind: str, cc: tuple[int, int], *, bf16: bool, tf32: bool,
             peaks: Mapping[str, float] | None = None) -> dict[str, Claim]:
-    """Return the claims a GPU class carries, from its kind, matrix units and datasheet peaks.
-
-    Args:
-        kind: ``"cuda"`` or ``"rocm"``.
-        cc: the compute capability (NVIDIA); below (7, 0) there are no tensor cores, so no
-            autocast claim at all.
-        bf16: bf16 tensor cores (else the fp16-only floors).
-        tf32: TF32 tensor cores (claimed on NVIDIA only).
-        peaks: the class's dense datasheet peaks (``{"fp32": 19.5, "bf16": 312.0, ...}``):
-            each tensor-core reason quotes this class's own 16-bit/fp32 ratio, and a small
-            ratio lowers the floor; ``None`` or ``{}`` for a GPU whose datasheet is not in the
-            table.
-
-    Returns:
-        ``{claim name: Claim}``.
-    """
+    """Return ``{claim: Claim}`` for a GPU class of ``kind`` (``"cuda"``/``"rocm"``) and compute
+    capability ``cc`` (below (7, 0): no tensor cores, no autocast claim), with ``bf16``/``tf32``
+    tensor cores, from its dense datasheet ``peaks`` (``{"fp32": 19.5, "bf16": 312.0}``; empty
+    or ``None``: not in the table)."""
     out = dict(_GPU_CLAIMS) | _GPT_GPU_CLAIMS | _tc_claims(peaks, bf16=bf16)
     if tf32 and kind == "cuda":
         out |= _tf32_claims(peaks)
@@ -330,11 +273,8 @@ _TOL = {
 
 
 def tolerance(dtype: Any) -> tuple[float, float]:
-    """Return the default ``(rtol, atol)`` for comparing tensors of ``dtype``.
-
-    Accepts torch/NumPy/TF dtypes or names (``"bfloat16"``, ``"bf16"``; read by
-    :func:`canonical`).  Values follow ``torch.testing.assert_close``'s
-    defaults.
+    """Return the default ``(rtol, atol)`` (``torch.testing.assert_close``'s) for ``dtype``
+    (a torch/NumPy/TF dtype or a name, :func:`canonical`).
 
     Raises:
         ValueError: for a dtype with no default (integers compare exactly; pass tolerances).
@@ -360,15 +300,9 @@ def _to_numpy(x: Any) -> Any:
 
 def assert_close(actual: Any, expected: Any, *, rtol: float | None = None,
                  atol: float | None = None, what: str = "result") -> float:
-    """Assert ``|actual - expected| <= atol + rtol*|expected|`` elementwise.
-
-    Args:
-        actual, expected: tensors/arrays of the same shape.
-        rtol, atol: tolerances; default: :func:`tolerance` of ``actual``'s dtype.
-        what: what is compared, for the message.
-
-    Returns:
-        The max absolute error (float), to record or print.
+    """Assert ``|actual - expected| <= atol + rtol*|expected|`` elementwise (same shapes;
+    tolerances default to :func:`tolerance` of ``actual``'s dtype); return the max absolute
+    error.  ``what`` names the result in the message.
 
     Raises:
         AssertionError: with the max error, where it is, and the tolerances.
@@ -398,25 +332,19 @@ def assert_speedup(comparison: Any, *, at_least: float | None, what: str, hardwa
                    why: str = "", at_most: float | None = None) -> float:
     """Assert that a measured speedup reaches ``at_least``, deciding from its interval.
 
-    The claim holds when the whole confidence interval of the per-pair speedups
-    (:class:`accelkit.bench.Comparison`) lies at or above ``at_least``.  It fails with
-    "does not hold here" when the whole interval lies below, and with "too noisy to decide"
-    when the interval straddles the floor.  Measure with ``compare(..., at_least=floor)``:
-    then up to four batches of pairs are timed, each look's interval at its share of the
-    error (alpha spending, :class:`accelkit.stats.SequentialPlan`), so "holds" is said of a
-    speedup exactly at the floor in at most 2.5 % of runs however many looks it took.  A
-    single number is not accepted: one median says nothing about the noise around it.
+    Holds when the whole confidence interval of the per-pair speedups lies at or above the
+    floor; fails "does not hold here" when it lies below, "too noisy to decide" when it
+    straddles.  With ``compare(..., at_least=floor)`` up to four looks are taken, alpha spent
+    across them (:class:`accelkit.stats.SequentialPlan`): a speedup exactly at the floor is
+    said to hold in at most 2.5 % of runs.
 
     Args:
-        comparison: from :func:`accelkit.bench.compare`.
-        at_least: the floor for this hardware class, from
-            :meth:`accelkit.hardware.HardwareClass.floor` (1.0 = "not slower"; 0.5 = "at most
-            2x slower").  ``None`` means this class makes no claim: nothing is asserted.
-        what: what was sped up, for the message.
-        hardware: the hardware class that chose the floor, for the message.
-        why: why the floor holds on this class, for the message.
-        at_most: also claim "at most this many times faster" (a ceiling, e.g. "compiling a
-            GEMM-bound block gains little").
+        comparison: an :class:`accelkit.bench.Comparison` (a lone number carries no noise).
+        at_least: the class's floor (:meth:`accelkit.hardware.HardwareClass.floor`; 1.0: "not
+            slower"); ``None``: no claim, nothing asserted.
+        what, hardware, why: what was sped up, the class that chose the floor, and why it
+            holds, for the message.
+        at_most: also a ceiling ("compiling a GEMM-bound block gains little").
 
     Returns:
         The median speedup.
@@ -453,12 +381,8 @@ def assert_speedup(comparison: Any, *, at_least: float | None, what: str, hardwa
 
 def _log_claim(comparison: Any, what: str, hardware: str, at_least: float | None,
                at_most: float | None, verdict: str) -> None:
-    """Append one decided claim to the ``ACCELKIT_CLAIMS_LOG`` file, if that is set.
-
-    The path should be absolute (a relative one is read from the kernel's working folder,
-    ``notebooks/`` under nbval); its folder is made if missing.  A log that cannot be written
-    warns and does not fail the claim: the log is a maintainer's diagnostic.
-    """
+    """Append one decided claim to the ``$ACCELKIT_CLAIMS_LOG`` file (absolute path; folder made)
+    if set; a log that cannot be written warns, never fails the claim."""
     path = os.environ.get(CLAIMS_LOG_ENV)
     if not path:
         return

@@ -1,19 +1,12 @@
 """Hardware probes for PyTorch and the CPU: what devices exist, and which one to use.
 
-This module owns the probes (CPU flags and name, NVML GPU facts, TPU device files, the oneDNN
-kernel a CPU matmul runs: :func:`onednn_kernels`), what PyTorch sees (CUDA/ROCm GPUs, Apple
-MPS, TPU through torch_xla, CPU), the best PyTorch device with the reason, and synchronising a
-device.  It never prints, plots or imports TensorFlow.
-
-Probes avoid side effects: NVIDIA GPU facts (name, memory, compute capability) come from
-NVML (``nvidia-ml-py``), never from a CUDA context, so a later fork-based launch still works;
-``torch.cuda`` is asked only where NVML is absent (ROCm).
-
-Elsewhere: TensorFlow's devices, its quiet import and its device configuration in
-:mod:`accelkit.tf`; what a device *can do* (fast bf16/fp16 units, datasheet peaks) in
-the hardware-class table, :mod:`accelkit.hardware`, which probes through this module; the
-devices with their class's ``supports_*`` flags and the machine's summary (the hardware card)
-in :mod:`accelkit.env`.  This module imports neither (no import cycle).
+Owns the probes (CPU flags and name, NVML GPU facts, TPU device files, the oneDNN kernel a CPU
+matmul runs), what PyTorch sees (CUDA/ROCm, MPS, TPU through torch_xla, CPU), the best PyTorch
+device with the reason, and synchronising a device.  NVIDIA GPU facts come from NVML, never
+from a CUDA context, so a later fork-based launch still works (``torch.cuda`` only where NVML
+is absent: ROCm).  Elsewhere, importing nothing of this module's (no cycle): TensorFlow's
+devices (:mod:`accelkit.tf`), what a device can do (:mod:`accelkit.hardware`), the devices
+with their class's ``supports_*`` and the hardware card (:mod:`accelkit.env`).
 """
 
 from __future__ import annotations
@@ -38,13 +31,12 @@ class DeviceInfo:
     Attributes:
         framework: ``"torch"`` or ``"tf"``.
         kind: ``"cuda"``, ``"rocm"``, ``"mps"``, ``"tpu"``, ``"xla"`` or ``"cpu"``.
-        name: the device string the framework uses (``"cuda:0"``, ``"/GPU:0"``, ``"cpu"``).
+        name: the framework's device string (``"cuda:0"``, ``"/GPU:0"``, ``"cpu"``).
         description: the product name (``"NVIDIA H200"``, the CPU model).
         memory_bytes: device memory in bytes (system RAM for the CPU), or None if unknown.
         compute_capability: ``(major, minor)`` for NVIDIA GPUs, else None.
-        supports_fp16: fp16 arithmetic is fast (tensor cores / native units); ``None`` where
-            not classified (this module probes, :func:`accelkit.env.torch_devices` classifies).
-        supports_bf16: bf16 arithmetic is supported natively; ``None`` where not classified.
+        supports_fp16, supports_bf16: native fast units for that dtype (its hardware class's);
+            ``None`` where not classified (:func:`accelkit.env.torch_devices` classifies).
     """
 
     framework: str
@@ -56,30 +48,11 @@ class DeviceInfo:
     supports_fp16: bool | None = None
     supports_bf16: bool | None = None
 
-    @classmethod
-    def from_class(cls, hw: Any, framework: str, kind: str, name: str, description: str,
-                   memory_bytes: int | None = None,
-                   compute_capability: tuple[int, int] | None = None) -> DeviceInfo:
-        """Return a :class:`DeviceInfo` whose ``supports_*`` flags are hardware class ``hw``'s.
-
-        Args:
-            hw: the :class:`accelkit.hardware.HardwareClass` (its ``fp16_units``/``bf16_units``).
-            framework, kind, name, description, memory_bytes, compute_capability: as the
-                attributes of the same names.
-        """
-        return cls(framework, kind, name, description, memory_bytes, compute_capability,
-                   supports_fp16=hw.fp16_units, supports_bf16=hw.bf16_units)
-
 
 @dataclass(frozen=True)
 class DeviceChoice:
-    """The device chosen for a framework, and why.
-
-    Attributes:
-        device: a ``torch.device`` (torch) or a device string like ``"/GPU:0"`` (TF).
-        kind: the device kind, as in :class:`DeviceInfo`.
-        reason: one sentence saying why it was chosen.
-    """
+    """The device chosen for a framework: ``device`` (a ``torch.device``, or a TF string like
+    ``"/GPU:0"``), its ``kind`` (as in :class:`DeviceInfo`), and the ``reason``, one sentence."""
 
     device: Any
     kind: str
@@ -90,31 +63,17 @@ class DeviceChoice:
 
 
 # ----------------------------------------------------------------------------- CPU
-_CPU_FLAGS = {
-    "avx2": "avx2",
-    "fma": "fma",
-    "avx512f": "avx512f",
-    "avx512_vnni": "avx512_vnni",
-    "avx512_bf16": "avx512_bf16",
-    "avx512_fp16": "avx512_fp16",
-    "amx_tile": "amx_tile",
-    "amx_bf16": "amx_bf16",
-    "amx_fp16": "amx_fp16",
-    "neon": "asimd",
-    "sve": "sve",
-}
+#: Our key -> the ``/proc/cpuinfo`` flag.
+_CPU_FLAGS = {k: k for k in ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16",
+                             "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16", "sve")} | {
+    "neon": "asimd"}
 
 
 @lru_cache(maxsize=1)
 def cpu_features() -> dict[str, bool]:
-    """Return which SIMD/matrix ISA extensions this CPU has.
-
-    Reads ``/proc/cpuinfo`` on Linux (no subprocess); on other systems every flag is False
-    except ``neon`` on arm64.
-
-    Returns:
-        ``{"avx2": bool, "avx512f": bool, "avx512_bf16": bool, "amx_bf16": bool, ...}``.
-    """
+    """Return ``{"avx2": bool, "avx512f": bool, "avx512_bf16": bool, "amx_bf16": bool, ...}``,
+    the CPU's SIMD/matrix ISA extensions from ``/proc/cpuinfo`` (elsewhere all False but
+    ``neon`` on arm64)."""
     flags: set[str] = set()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
@@ -172,19 +131,15 @@ def _has_torch_xla() -> bool:
 
 
 def has_tpu() -> bool:
-    """True when a TPU is attached (TPU VM device files, Google's PCI devices, Colab's address).
+    """True when a TPU is attached; imports no framework.
 
-    Cheap: imports neither TensorFlow, JAX nor torch_xla.  Checks, in order: ``$TPU_NAME`` /
-    ``$COLAB_TPU_ADDR``; ``/dev/accel0, /dev/accel1, ...`` (TPU v2-v4 VMs); a PCI device of
-    Google's vendor id ``0x1ae0`` in ``/sys/bus/pci/devices`` (TPU v5e and later are bound to
-    VFIO and show up as ``/dev/vfio/N``, a path any VFIO pass-through also creates, so the
-    vendor id decides).
+    Checks ``$TPU_NAME`` / ``$COLAB_TPU_ADDR``; ``/dev/accel0, ...`` (TPU v2-v4 VMs; the
+    ``/dev/accel/`` folder of NPUs does not count); a PCI device of Google's vendor id
+    ``0x1ae0`` (TPU v5e and later sit behind VFIO, whose ``/dev/vfio/N`` any pass-through makes).
     """
     if os.environ.get("COLAB_TPU_ADDR") or os.environ.get("TPU_NAME"):
         return True
     try:
-        # The kernel's DRM "accel" class for NPUs lives in the /dev/accel/ folder instead,
-        # which does not count.
         if any(n.startswith("accel") and n[5:].isdigit() for n in os.listdir("/dev")):
             return True
     except OSError:  # pragma: no cover
@@ -212,16 +167,9 @@ def _pci_vendor_present(vendor: str, root: str = "/sys/bus/pci/devices") -> bool
 
 
 def nvml_gpus() -> list[tuple[str, int, tuple[int, int]]] | None:
-    """Return ``(name, memory_bytes, compute_capability)`` per NVIDIA GPU, from NVML.
-
-    NVML is the driver's management library: asking it creates no CUDA context, so the
-    process can still fork workers afterwards.  ``$CUDA_VISIBLE_DEVICES`` is applied when it
-    lists indices (or is empty).
-
-    Returns:
-        One tuple per visible GPU, or ``None`` when NVML is not usable here (no
-        ``nvidia-ml-py`` or no NVIDIA driver).
-    """
+    """Return ``(name, memory_bytes, compute_capability)`` per visible NVIDIA GPU, from NVML
+    (no CUDA context; ``$CUDA_VISIBLE_DEVICES`` applied when it lists indices), or ``None``
+    where NVML is not usable (no ``nvidia-ml-py`` or no NVIDIA driver)."""
     try:
         import pynvml
     except ImportError:
@@ -254,11 +202,8 @@ def nvml_gpus() -> list[tuple[str, int, tuple[int, int]]] | None:
 
 
 def nvidia_or_rocm_gpus() -> list[DeviceInfo]:
-    """Return the CUDA/ROCm GPUs PyTorch can use, without initialising CUDA where NVML answers.
-
-    Facts only (``supports_*`` are ``None``): :func:`accelkit.env.torch_devices` adds what each
-    GPU's hardware class can do.
-    """
+    """Return the CUDA/ROCm GPUs PyTorch can use (facts only, ``supports_*`` ``None``), without
+    initialising CUDA where NVML answers."""
     import torch
 
     hip = getattr(torch.version, "hip", None)
@@ -277,15 +222,8 @@ def nvidia_or_rocm_gpus() -> list[DeviceInfo]:
 
 
 def torch_devices() -> list[DeviceInfo]:
-    """List the devices PyTorch can use, accelerators first and the CPU last.
-
-    GPU facts come from NVML (no CUDA context).  Facts only: what each device can do (its
-    hardware class's ``supports_*``) is added by :func:`accelkit.env.torch_devices`, so this
-    module, which :mod:`accelkit.hardware` probes through, never imports it.
-
-    Returns:
-        One :class:`DeviceInfo` per CUDA/ROCm GPU, then MPS, then ``cpu``.
-    """
+    """Return one :class:`DeviceInfo` per CUDA/ROCm GPU, then MPS, then ``cpu`` (facts only:
+    :func:`accelkit.env.torch_devices` adds what each can do)."""
     import torch
 
     out = nvidia_or_rocm_gpus()
@@ -297,11 +235,8 @@ def torch_devices() -> list[DeviceInfo]:
 
 
 def device_type(device: Any = None) -> str:
-    """Return the type of a device (``"cpu"``, ``"cuda"``, ``"mps"``, ``"xla"``).
-
-    Args:
-        device: a ``torch.device`` or string; default: the best device here.
-    """
+    """Return the type (``"cpu"``, ``"cuda"``, ``"mps"``, ``"xla"``) of ``device`` (a
+    ``torch.device`` or string; default: the best device here)."""
     import torch
 
     if device is None:
@@ -310,11 +245,8 @@ def device_type(device: Any = None) -> str:
 
 
 def accelerator_name() -> str | None:
-    """Return a short name of the first accelerator (``"cuda:0 NVIDIA H200"``), or None.
-
-    Looks at CUDA/ROCm and MPS through torch (if installed) and at TPU device files; never
-    imports TensorFlow.
-    """
+    """Return a short name of the first accelerator (``"cuda:0 NVIDIA H200"``, ``"TPU"``), or
+    None; never imports TensorFlow."""
     if has_tpu():
         return "TPU"
     if importlib.util.find_spec("torch") is None:
@@ -326,14 +258,8 @@ def accelerator_name() -> str | None:
 
 
 def best_torch_device() -> DeviceChoice:
-    """Choose the fastest device PyTorch can use here.
-
-    Order: CUDA/ROCm GPU, then Apple MPS, then the XLA device (TPU, when ``torch_xla`` is
-    installed and a TPU is attached), then the CPU.
-
-    Returns:
-        A :class:`DeviceChoice` whose ``device`` is a ``torch.device``.
-    """
+    """Return the fastest device PyTorch can use here as a :class:`DeviceChoice` (``device`` a
+    ``torch.device``): CUDA/ROCm GPU, then MPS, then XLA (a TPU with torch_xla), then the CPU."""
     import torch
 
     devs = torch_devices()
@@ -355,13 +281,8 @@ def best_torch_device() -> DeviceChoice:
 
 
 def get_torch_device(spec: str | Any) -> Any:
-    """Return ``torch.device(spec)`` after checking that this machine has it.
-
-    Args:
-        spec: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ``"meta"`` or a ``torch.device``.
-
-    Returns:
-        The ``torch.device``.
+    """Return ``torch.device(spec)`` (``"cpu"``, ``"cuda:1"``, ``"mps"``, ``"meta"`` ...) after
+    checking that this machine has it.
 
     Raises:
         DeviceNotAvailableError: when the device is absent; the message lists what is here.
@@ -392,14 +313,8 @@ def get_torch_device(spec: str | Any) -> Any:
 
 
 def synchronize(device: Any = None) -> None:
-    """Wait until all queued work on ``device`` has finished (no-op on the CPU).
-
-    GPUs run kernels asynchronously: without this, a timer stops when the work was
-    *queued*, not when it finished.
-
-    Args:
-        device: a ``torch.device``/string; default: the current CUDA device if any.
-    """
+    """Wait until all queued work on ``device`` (default: the current CUDA device if any) has
+    finished, so a timer stops when the work finished, not when it was queued; no-op on a CPU."""
     import torch
 
     kind = torch.device(device).type if device is not None else (
@@ -429,11 +344,8 @@ for name in sys.argv[2:]:
 
 
 def _parse_onednn(text: str) -> dict[str, str | None]:
-    """Read ``{dtype: implementation of its first oneDNN matmul, or None}`` from verbose output.
-
-    oneDNN v3 prints ``onednn_verbose,v1,primitive,exec,cpu,matmul,<implementation>,...`` per
-    executed primitive (older builds: ``onednn_verbose,exec,cpu,matmul,<implementation>,...``).
-    """
+    """Read ``{dtype: implementation of its first oneDNN matmul, or None}`` from verbose output
+    (``onednn_verbose,v1,primitive,exec,cpu,matmul,<impl>,...``; older: without ``v1,primitive``)."""
     found: dict[str, str | None] = {}
     current = None
     for line in text.splitlines():
@@ -454,27 +366,19 @@ def _parse_onednn(text: str) -> dict[str, str | None]:
 @lru_cache(maxsize=8)
 def onednn_kernels(dtypes: tuple[str, ...] = ("bfloat16", "float32"),
                    n: int = 1024) -> dict[str, str | None]:
-    """Return the oneDNN kernel that runs an ``(n, n)`` CPU matmul per dtype, from ``ONEDNN_VERBOSE``.
+    """Return the oneDNN kernel an ``(n, n)`` CPU matmul runs per dtype, from ``ONEDNN_VERBOSE``.
 
-    Runs one matmul per dtype in a fresh Python process with ``ONEDNN_VERBOSE=1`` (this
-    process's environment otherwise, so ``$ACCELKIT_HARDWARE``'s instruction-set caps apply)
-    and reads the implementation oneDNN names, e.g. ``"brg_matmul:avx512_core_bf16"`` (AVX512
-    bf16 dot products) or ``"brg_matmul:avx512_core_amx"`` (AMX tiles).  ``None`` means no
-    oneDNN matmul ran: PyTorch computed it elsewhere (fp32 goes to MKL/OpenBLAS; bf16 on a CPU
-    without bf16 units to ATen's own fallback).  Cached per process: evidence, not a decision.
-
-    Args:
-        dtypes: torch dtype names (``"bfloat16"``, ``"float32"``, ``"float16"``).
-        n: the matmul's size, >= 1.
+    One matmul per dtype name (``"bfloat16"``, ``"float32"`` ...) in a fresh process with this
+    one's environment (so ``$ACCELKIT_HARDWARE``'s ISA caps apply).  Cached per process.
 
     Returns:
-        ``{dtype: implementation or None}``; ``{}`` when the process failed or took over 120 s
-        (a machine too busy to say).
+        ``{dtype: implementation or None}``, e.g. ``"brg_matmul:avx512_core_bf16"`` (AVX512 bf16)
+        or ``"brg_matmul:avx512_core_amx"`` (AMX); ``None``: no oneDNN matmul ran (fp32 goes
+        to MKL/OpenBLAS, bf16 without bf16 units to ATen's fallback); ``{}`` when the process
+        failed or took over 120 s.
 
     Raises:
         ValueError: for ``n < 1`` or a name that is not a torch floating dtype.
-
-    Example: ``onednn_kernels(("bfloat16",))  # {"bfloat16": "brg_matmul:avx512_core_bf16"}``
     """
     import subprocess
 

@@ -1,17 +1,12 @@
 """Hardware classes as data: the one table every per-hardware decision of the course reads.
 
 A *hardware class* is a kind of machine a learner meets (a CPU without bf16 units, a Colab T4,
-an H200, a TPU v5e ...).  :data:`CLASSES` (``accelkit/hardware.toml``, each class with its
-datasheet) says what each has and every decision the course takes on it: autocast dtype,
-GradScaler, Keras policy, size profile, SDPA backend, and the floor of each speedup claim
-(:mod:`accelkit.claims`; ``None``: no claim there, the notebook shows the measurement only).
-
-Owns the table, the mapping from probed facts to a class (:func:`classify_cpu`,
-:func:`classify_gpu`, :func:`for_device`) and ``$ACCELKIT_HARDWARE``: the class the course
-decides as; on a CPU :func:`apply_emulation` caps oneDNN's and ATen's instruction sets so this
-CPU computes like it (:func:`emulated`).  Where a class's CPUs disagree (``bf16_measured``),
-:func:`accelkit.precision.amp_path` measures what this one does.  Probes: :mod:`accelkit.device`;
-a class's card (``doctor --hardware NAME``): :mod:`accelkit.env`.
+an H200, a TPU v5e ...).  :data:`CLASSES` (``hardware.toml``, with datasheets) says what each
+has and every decision taken on it: autocast dtype, GradScaler, Keras policy, size profile,
+SDPA backend, each speedup claim's floor (:mod:`accelkit.claims`).  Owns the table, mapping
+probed facts to a class (:func:`classify_cpu`, :func:`classify_gpu`, :func:`for_device`) and
+``$ACCELKIT_HARDWARE`` (the class decided as; on a CPU :func:`apply_emulation` caps oneDNN's and
+ATen's instruction sets).  Probes: :mod:`accelkit.device`; a class's card: :mod:`accelkit.env`.
 """
 
 from __future__ import annotations
@@ -43,27 +38,20 @@ class HardwareClass:
     """One kind of machine and every decision the course takes on it.
 
     Attributes:
-        name: the short key (``"t4"``), for ``doctor --hardware`` and ``$ACCELKIT_HARDWARE``.
-        title: a readable name with its architecture.
+        name: the short key (``"t4"``), as ``$ACCELKIT_HARDWARE`` names it; ``title``: readable.
         kind: ``"cpu"``, ``"cuda"``, ``"rocm"``, ``"mps"`` or ``"tpu"``.
-        bf16_units, fp16_units: native matrix units for that dtype (a speedup is expected).
-        tf32, fp8: TF32 / FP8 tensor-core formats.
-        memory_gib: device memory (``None`` for CPUs: it is the machine's RAM).
-        peak_tflops: dense (no sparsity) datasheet peaks per dtype, TFLOP/s.
-        bandwidth_gbps: datasheet memory bandwidth, GB/s (10**9 B/s).
-        source: where the datasheet numbers come from.
-        amp_dtype: autocast dtype, ``"bfloat16"`` or ``"float16"``.
-        grad_scaler: fp16 training needs loss scaling (``torch.amp.GradScaler``).
-        keras_policy: ``mixed_bfloat16`` (bf16 units; Apple MPS, where TensorFlow computes on
-            the CPU) or ``mixed_float16`` with ``LossScaleOptimizer`` (TensorFlow's guide).
+        bf16_units, fp16_units, tf32, fp8: native matrix units / tensor-core formats.
+        memory_gib: device memory (``None`` for CPUs).
+        peak_tflops: dense datasheet peaks per dtype, TFLOP/s; ``bandwidth_gbps``: GB/s
+            (10**9 B/s); ``source``: where these numbers come from.
+        amp_dtype: autocast dtype; ``grad_scaler``: fp16 training needs loss scaling.
+        keras_policy: ``mixed_bfloat16`` or ``mixed_float16`` (with ``LossScaleOptimizer``).
         profile: the size profile ``auto`` resolves to.
         claims: floor and reason per entry of :data:`CLAIMS`.
-        emulate_env: environment that makes this course's CI CPU compute like this class
-            (oneDNN / ATen instruction-set caps), empty where it cannot.
+        emulate_env: oneDNN/ATen ISA caps that make an x86 CPU compute like this class.
         compute_capability: the NVIDIA ``(major, minor)``, or ``None``.
         note: what a learner should know about this class.
-        sdpa_backends: the ``torch.nn.attention.SDPBackend`` names PyTorch tries for fp16/bf16
-            attention on this hardware, in its order (read them with :meth:`sdpa_backend`).
+        sdpa_backends: ``SDPBackend`` names PyTorch tries for 16-bit attention, in its order.
         bf16_measured: the class's CPUs disagree on bf16 speed, so a measurement on the
             learner's machine decides the bf16 claims (:func:`accelkit.precision.amp_path`).
     """
@@ -109,27 +97,13 @@ class HardwareClass:
         return self.bf16_units if dtype == "bfloat16" else self.fp16_units
 
     def peak(self, dtype: Any) -> float | None:
-        """Return this class's dense datasheet peak for ``dtype`` in TFLOP/s, or ``None``.
-
-        ``None`` for CPUs, for the generic GPU classes (no peak is borrowed from another GPU)
-        and for dtypes the datasheet does not list.  ``dtype``: ``"bf16"``, ``"bfloat16"``,
-        ``torch.bfloat16`` ... (read by :func:`accelkit.claims.short`).
-        """
+        """Return the dense datasheet peak for ``dtype`` (``"bf16"``, ``torch.bfloat16`` ...) in
+        TFLOP/s; ``None`` for CPUs, generic GPU classes (none borrowed) and unlisted dtypes."""
         return self.peak_tflops.get(claims.short(dtype))
 
     def datasheet_peak(self, dtype: Any) -> PeakChoice:
-        """Return the dense datasheet peak of ``dtype`` here for MFU, or say why there is none.
-
-        MFU (tokens/s x FLOPs per token / peak; PaLM, appendix B) is only meaningful against
-        the peak of *this* device in the matmuls' dtype (``"bf16"``, ``torch.float32`` ...).  A
-        generic class has none (none is borrowed), nor has a CPU: callers say "no peak known"
-        or divide by a matmul measured now (:mod:`accelkit.roofline`).
-
-        Returns:
-            A :class:`PeakChoice`; ``.tflops`` is ``None`` where no peak is known.
-
-        Example: ``get("cuda-ampere-plus").datasheet_peak("bf16").tflops  # None``
-        """
+        """Return the :class:`PeakChoice` an MFU divides by (PaLM, appendix B): this class's
+        dense datasheet peak in ``dtype``, or (``.tflops`` ``None``) why there is none."""
         short = claims.short(dtype)
         peak = self.peak(short)
         if peak is not None:
@@ -144,24 +118,15 @@ class HardwareClass:
 
     def sdpa_backend(self, dtype: Any = "bfloat16", *,
                      cudnn_version: int | None = None) -> SdpaChoice:
-        """Return the SDPA backend PyTorch picks for causal attention here in ``dtype``.
+        """Return the :class:`SdpaChoice` PyTorch makes for causal attention here in ``dtype``.
 
-        Read from ``sdpa_backends`` (PyTorch's order for the architecture, ``sdp_utils.cpp``)
-        for inputs every kernel takes (dense, head dim a multiple of 8 up to 128, no
-        dropout): flash needs sm_80+ and fp16/bf16, so a T4/V100 (and fp32 on any NVIDIA GPU)
-        gets memory-efficient attention; Hopper and B200 get cuDNN attention first where the
-        runtime cuDNN is newer than 9.15; CPUs run PyTorch's C++ flash kernel; MPS and TPUs
-        the math backend.  Notebook 06 checks it with ``torch.nn.attention.sdpa_kernel``.
-
-        Args:
-            dtype: the attention's dtype (``"bf16"``, ``torch.float16``, ``"fp32"`` ...).
-            cudnn_version: ``torch.backends.cudnn.version()`` (e.g. ``91501``); ``None``: cuDNN
-                is kept first where the class allows it, and the reason says on what it depends.
+        From ``sdpa_backends`` (PyTorch's order, ``sdp_utils.cpp``) for inputs every kernel
+        takes (dense, head dim a multiple of 8 up to 128, no dropout): flash and cuDNN need
+        fp16/bf16; cuDNN comes first (sm_90, sm_100) only where the runtime cuDNN
+        (``cudnn_version``, e.g. ``91501``; ``None``: unknown, kept) is newer than 9.15.
 
         Raises:
             ValueError: for a class without SDPA data.
-
-        Example: ``get("t4").sdpa_backend("fp16").backend  # "EFFICIENT_ATTENTION"``
         """
         order = list(self.sdpa_backends)
         if not order:
@@ -198,8 +163,7 @@ class HardwareClass:
 
 @dataclass(frozen=True)
 class PeakChoice:
-    """The peak an MFU divides by (``tflops``, dense, TFLOP/s; ``None``: none known) and its
-    ``source``, or why there is none, in words."""
+    """A peak (``tflops``, dense; ``None``: none known) and its ``source`` or why there is none."""
 
     tflops: float | None
     source: str
@@ -211,9 +175,8 @@ class PeakChoice:
 
 @dataclass(frozen=True)
 class SdpaChoice:
-    """The SDPA backend PyTorch is expected to pick: ``backend``, an ``SDPBackend`` name
-    (``getattr(SDPBackend, choice.backend)``); ``order``, every backend this hardware and dtype
-    allow, in PyTorch's order; ``reason``, one sentence for a notebook."""
+    """The ``SDPBackend`` name PyTorch is expected to pick (``backend``), every one allowed here
+    in its ``order``, and the ``reason`` in one sentence."""
 
     backend: str
     order: tuple[str, ...]
@@ -229,14 +192,9 @@ _SDPA_CPU = ("FLASH_ATTENTION", "MATH")
 
 
 def _sdpa_cuda(cc: tuple[int, int]) -> tuple[str, ...]:
-    """PyTorch's SDPA backends for fp16/bf16 on an NVIDIA GPU of compute capability ``cc``.
-
-    From PyTorch's ``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``: the flash kernel
-    (FlashAttention-2) needs sm_80 to sm_121, memory-efficient attention sm_50 to sm_121, the
-    default order is flash, memory-efficient, math (``torch._C._get_sdp_priority_order()``),
-    and ``check_prefer_cudnn_attention`` puts cuDNN attention first on sm_90 and sm_100/103
-    where the runtime cuDNN is newer than 9.15 (:meth:`HardwareClass.sdpa_backend` checks it).
-    """
+    """PyTorch's SDPA backends for fp16/bf16 on an NVIDIA GPU of compute capability ``cc``
+    (``cuda/sdp_utils.cpp``: flash sm_80+, memory-efficient sm_50+, cuDNN first on sm_90 and
+    sm_100/103 by ``check_prefer_cudnn_attention``)."""
     if cc < (5, 0):
         return ("MATH",)
     if cc < (8, 0):
@@ -246,12 +204,9 @@ def _sdpa_cuda(cc: tuple[int, int]) -> tuple[str, ...]:
 
 
 def _build(name: str, row: dict[str, Any], text: Mapping[str, str]) -> HardwareClass:
-    """Build one class from its ``hardware.toml`` table, adding what its kind implies.
-
-    CPUs: the ``ci`` profile and the CPU claims.  NVIDIA: fp16 tensor cores from sm_70, bf16
-    and TF32 from sm_80, FP8 from sm_89.  ROCm (CDNA): read from the listed peaks (bf16 assumed
-    where none are).  A GPU's claims follow its own peaks.  MPS and TPUs list every field.
-    """
+    """Build one class from its ``hardware.toml`` table plus what its kind implies (NVIDIA:
+    fp16 tensor cores from sm_70, bf16 and TF32 from sm_80, FP8 from sm_89; ROCm: from the
+    listed peaks; a GPU's claims from its own peaks; MPS and TPUs list every field)."""
     row = {k: v.format_map(text) if isinstance(v, str) else v for k, v in row.items()
            if k != "match"}
     kind = row.setdefault("kind", "cuda")
@@ -305,12 +260,8 @@ def get(name: str) -> HardwareClass:
 
 
 def classify_cpu(features: Mapping[str, bool], machine: str = "x86_64") -> HardwareClass:
-    """Return the CPU class for a set of ISA flags (from :func:`accelkit.device.cpu_features`).
-
-    Args:
-        features: ``{"avx2": bool, "avx512f": bool, "avx512_bf16": bool, "amx_bf16": bool}``.
-        machine: ``platform.machine()``; Arm machines get ``cpu-arm64``.
-    """
+    """Return the CPU class for ISA ``features`` (:func:`accelkit.device.cpu_features`) on
+    ``machine`` (``platform.machine()``; Arm gets ``cpu-arm64``)."""
     if machine.lower() in ("arm64", "aarch64"):
         return CLASSES["cpu-arm64"]
     flag = next((f for f in ("amx_bf16", "avx512_bf16", "avx512f") if features.get(f)), "")
@@ -319,12 +270,8 @@ def classify_cpu(features: Mapping[str, bool], machine: str = "x86_64") -> Hardw
 
 
 def _class_by_name(name: str, memory_bytes: int | None = None) -> HardwareClass | None:
-    """Return the GPU class whose ``match`` pattern ``name`` contains, or ``None``.
-
-    A pattern matches only where no letter or digit touches it (``hardware.toml``'s header).
-    An A100 whose name gives no memory size is the 40 GB part when ``memory_bytes`` is under
-    60 GiB.
-    """
+    """Return the GPU class whose ``match`` pattern (touched by no letter or digit) ``name``
+    contains, or ``None``; an A100 under 60 GiB whose name gives no size is the 40 GB part."""
     for pattern, cls in _GPU_NAMES:
         if re.search(r"(?<![A-Za-z0-9])" + pattern + r"(?![A-Za-z0-9])", name, re.IGNORECASE):
             if (cls == "a100" and memory_bytes and memory_bytes < 60 * 2**30
@@ -341,21 +288,14 @@ _GENERIC_CUDA = (((0, 0), "cuda-pre-volta"), ((7, 0), "cuda-volta-turing"),
 
 def classify_gpu(name: str, compute_capability: Sequence[int] | None,
                  kind: str = "cuda", memory_bytes: int | None = None) -> HardwareClass:
-    """Return the GPU class from its product name, else a generic class from its architecture.
-
-    A GPU not in the table gets the *generic* class of its architecture (``cuda-pre-volta``,
-    ``cuda-volta-turing``, ``cuda-ampere-plus``; ``rocm-other``): its decisions but no peak,
-    memory or bandwidth, so nothing downstream divides by another GPU's peak.
+    """Return the GPU class of product ``name`` (``"NVIDIA H200"``), else the generic class of
+    its architecture (``cuda-pre-volta``, ``cuda-volta-turing``, ``cuda-ampere-plus``;
+    ``rocm-other``): its decisions, but no peak, memory or bandwidth.
 
     Args:
-        name: the product name (``"NVIDIA H200"``, ``"Tesla T4"``).
-        compute_capability: ``(major, minor)`` (a list from JSON is fine), or ``None`` when
-            unknown (ROCm; an NVIDIA GPU without one is treated as pre-Volta: no claim).
+        compute_capability: ``(major, minor)``, or ``None`` when unknown (NVIDIA: pre-Volta).
         kind: ``"cuda"`` or ``"rocm"``.
-        memory_bytes: the device's memory, which tells an A100 40 GB from an 80 GB where its
-            name does not.
-
-    Example: ``classify_gpu("NVIDIA L40S", (8, 9)).name  # "l40s"``
+        memory_bytes: tells an A100 40 GB from an 80 GB where its name does not.
     """
     by_name = _class_by_name(name, memory_bytes)
     if by_name is not None:
@@ -367,7 +307,7 @@ def classify_gpu(name: str, compute_capability: Sequence[int] | None,
 
 
 def from_env() -> HardwareClass | None:
-    """Return the class named by ``$ACCELKIT_HARDWARE``, or ``None`` when it is unset.
+    """Return the class named by ``$ACCELKIT_HARDWARE``, or ``None`` when unset.
 
     Raises:
         KeyError: for an unknown name in the variable.
@@ -384,16 +324,8 @@ def probed_cpu() -> HardwareClass:
 
 
 def for_device(device: Any = None) -> HardwareClass:
-    """Return the hardware class of a PyTorch device on this machine.
-
-    ``$ACCELKIT_HARDWARE`` overrides the probe for a CPU device (the course's decisions then
-    follow that class).  GPU facts come from NVML through :mod:`accelkit.device` (no CUDA
-    context).
-
-    Args:
-        device: ``"cpu"``, ``"cuda:0"``, ``"mps"``, ``"xla"`` (the TPU) or a ``torch.device``;
-            default: the best device here.
-    """
+    """Return the hardware class of PyTorch ``device`` here (``"cpu"``, ``"cuda:0"``, ``"mps"``,
+    ``"xla"``; default the best one); ``$ACCELKIT_HARDWARE`` overrides a CPU's probe."""
     from accelkit import device as _dev
 
     kind = _dev.device_type(device)
@@ -417,30 +349,16 @@ def for_device(device: Any = None) -> HardwareClass:
 
 
 def datasheet_tflops(device_name: str, dtype: Any) -> float | None:
-    """Return a GPU's dense datasheet peak in TFLOP/s for ``dtype``, or ``None`` if unknown.
-
-    The product name is matched as in :func:`classify_gpu`; CPUs, GPUs not in the table and
-    dtypes without a listed peak give ``None``: no peak is borrowed.
-
-    Args:
-        device_name: e.g. ``torch.cuda.get_device_name()`` (``"NVIDIA A100-SXM4-80GB"``).
-        dtype: ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"``, ``"fp8"``, a long name
-            (``"bfloat16"``) or a torch dtype (read by :func:`accelkit.claims.short`).
-
-    Example: ``datasheet_tflops("NVIDIA A100-SXM4-80GB", "bf16")  # 312.0``
-    """
+    """Return the dense datasheet peak in TFLOP/s of the GPU named ``device_name`` (matched as
+    in :func:`classify_gpu`) for ``dtype``, or ``None`` (not in the table, or not listed)."""
     cls = _class_by_name(device_name)
     return None if cls is None else cls.peak(dtype)
 
 
 # ----------------------------------------------------------------------------- emulation
 def emulated() -> tuple[HardwareClass, HardwareClass] | None:
-    """Return ``(emulated, real)`` CPU classes while ``$ACCELKIT_HARDWARE`` names another CPU class.
-
-    Returns:
-        ``None`` when the variable is unset, names this CPU's own class, or names a non-CPU
-        class (a GPU cannot be emulated: only the course's *decisions* would change).
-    """
+    """Return ``(emulated, real)`` CPU classes while ``$ACCELKIT_HARDWARE`` names another CPU
+    class; ``None`` when unset, this CPU's own class, or a non-CPU class."""
     named = from_env()
     if named is None or named.kind != "cpu":
         return None
@@ -465,18 +383,11 @@ def emulation_note() -> str:
 
 
 def apply_emulation(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
-    """Put the instruction-set caps of ``$ACCELKIT_HARDWARE``'s CPU class into the environment.
-
-    oneDNN (``ONEDNN_MAX_CPU_ISA``) and ATen (``ATEN_CPU_CAPABILITY``) read them when they first
-    compute, so ``import accelkit`` (which calls this) is early enough; variables already set
-    are left alone.  A capped ATen also gets an Inductor cache folder of its own
-    (``TORCHINDUCTOR_CACHE_DIR``): the shared cache does not key on the vector ISA and would
-    hand this process kernels of the real CPU's width, which compute wrong values
-    (docs/notes/inductor-cache-vector-isa.md).
-
-    Returns the variables set (empty when no emulation is active) in ``environ`` (default
-    ``os.environ``; tests pass a dict).
-    """
+    """Put ``$ACCELKIT_HARDWARE``'s CPU-class ISA caps (``ONEDNN_MAX_CPU_ISA``,
+    ``ATEN_CPU_CAPABILITY``; read at first compute, so ``import accelkit`` is early enough)
+    into ``environ`` (default ``os.environ``), leaving set variables alone.  A capped ATen gets
+    its own ``TORCHINDUCTOR_CACHE_DIR``: the shared cache does not key on the vector ISA
+    (docs/notes/inductor-cache-vector-isa.md).  Returns the variables set."""
     env = os.environ if environ is None else environ
     pair = emulated()
     if pair is None:

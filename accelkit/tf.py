@@ -1,29 +1,13 @@
-"""TensorFlow: a quiet import and its devices, timing its callables, and what XLA and a trace show it ran.
+"""TensorFlow: a quiet import and its devices, timing its callables, what XLA and a trace show it ran.
 
-Owns, for TensorFlow only:
-
-* import and devices: :func:`import_tf` (C++ start-up logs hidden), :func:`has_tf` (no
-  import), :func:`tf_devices`, :func:`best_tf_device`, and :func:`set_logical_cpus`, which
-  must run before TensorFlow initialises its devices (else :class:`TFAlreadyInitializedError`);
-* timing: :func:`force` and :func:`sync` (wait for a result by fetching one element of each
-  tensor) and :func:`compare` (:func:`accelkit.bench.compare` with each result forced);
-* what ran: :func:`hlo_fusions` (the fusions in XLA's optimized HLO, with their bytes,
-  :func:`hlo_shape_bytes`) and :func:`trace` (the kernels and allocations of one call, from a
-  ``tf.profiler`` trace).
-
-TensorFlow is imported only inside the functions (never by :func:`has_tf`), so importing
-this module is cheap; inside it, the TensorFlow module is always the local name ``tf``.
-
-Elsewhere: the PyTorch and CPU probes and :class:`accelkit.device.DeviceInfo` in
-:mod:`accelkit.device`; what each device can do in :mod:`accelkit.hardware`; the timing
-itself and its statistics in :mod:`accelkit.bench`; ``tf.distribute`` strategies and JAX
-meshes in :mod:`accelkit.sharding`; Keras activation bytes in :mod:`accelkit.precision`.
-
-Example::
-
-    tf = ak.tf.import_tf()
-    cmp = ak.tf.compare(lambda: graph(x), lambda: xla(x))
-    fusions, others = ak.tf.hlo_fusions(xla.experimental_get_compiler_ir(x)(stage="optimized_hlo"))
+Owns :func:`import_tf` (C++ start-up logs hidden), :func:`has_tf` (no import), the devices
+(:func:`tf_devices`, :func:`best_tf_device`, :func:`set_logical_cpus`), timing (:func:`force`,
+:func:`sync`: wait by fetching one element per tensor; :func:`compare`), and what ran
+(:func:`hlo_fusions` in XLA's optimized HLO, :func:`trace` of a ``tf.profiler`` run).
+TensorFlow is imported only inside functions, as the local name ``tf``.  Elsewhere: PyTorch
+probes (:mod:`accelkit.device`), the timing and its statistics (:mod:`accelkit.bench`),
+``tf.distribute`` and JAX meshes (:mod:`accelkit.sharding`), Keras activation bytes
+(:mod:`accelkit.precision`).
 """
 
 from __future__ import annotations
@@ -48,21 +32,14 @@ class TFAlreadyInitializedError(RuntimeError):
     """TensorFlow's devices were configured after TensorFlow had initialised them."""
 
 
-# What TensorFlow's C++ side writes to the stderr file descriptor while it loads, before its
-# logging exists (so TF_CPP_MIN_LOG_LEVEL cannot silence it): absl's "WARNING: All log
-# messages before absl::InitializeLog()" banner and glog-style "I0000 00:00:..." info lines
-# such as "Could not find cuda drivers on your machine, GPU will not be used" — harmless on a
-# machine without a GPU, yet they read like an error to a beginner.
+# What TensorFlow's C++ side writes to fd 2 while it loads, before TF_CPP_MIN_LOG_LEVEL applies:
+# absl's banner and glog "I0000 ..." info lines ("Could not find cuda drivers ...").
 _LOAD_NOISE = ("WARNING: All log messages before absl::InitializeLog",)
 
 
 @contextlib.contextmanager
 def _quiet_load_noise() -> Iterator[None]:
-    """Capture file descriptor 2 while TensorFlow loads; pass on all but its load noise.
-
-    Info-level glog lines (``I`` + 4 digits) and the absl banner are dropped; warnings,
-    errors and anything else written meanwhile are written back to stderr unchanged.
-    """
+    """Capture fd 2 while TensorFlow loads; write back all but glog info lines and the banner."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as tmp:
@@ -83,12 +60,9 @@ def _quiet_load_noise() -> Iterator[None]:
 def import_tf() -> Any:
     """Import TensorFlow quietly and return the module.
 
-    Sets ``TF_CPP_MIN_LOG_LEVEL`` (unless already set) so C++ logs do not flood the notebook:
-    ``2`` (info and warnings hidden, errors kept) on machines with an NVIDIA driver, ``3`` on
-    machines without one, where the only C++ "error" is the harmless ``failed call to cuInit``.
-    The ``I0000`` info lines TensorFlow's C++ side prints while loading, before its logging
-    starts (``Could not find cuda drivers ...``, ``oneDNN custom operations are on``), are
-    captured at the file-descriptor level and dropped; warnings and errors still show.
+    Sets ``TF_CPP_MIN_LOG_LEVEL`` unless set: ``2`` (errors kept) with an NVIDIA driver, ``3``
+    without (the only C++ "error" there is the harmless ``failed call to cuInit``); the info
+    lines printed while loading are dropped at the file-descriptor level.
 
     Raises:
         ImportError: when TensorFlow is not installed, saying how to install it.
@@ -111,40 +85,36 @@ def has_tf() -> bool:
 
 
 def tf_devices() -> list[DeviceInfo]:
-    """List the devices TensorFlow sees, accelerators first and the CPU last.
-
-    Imports TensorFlow (seconds).  Uses ``tf.config.list_physical_devices``, which does not
-    allocate GPU memory.
-
-    Returns:
-        One :class:`DeviceInfo` per TPU/GPU, then the CPU(s).
+    """Return one :class:`DeviceInfo` per TPU/GPU TensorFlow sees, then the CPU(s), with their
+    class's ``supports_*`` (imports TensorFlow; allocates no GPU memory).
 
     Raises:
         ImportError: when TensorFlow is not installed (with how to install it).
     """
     tf = import_tf()
     out: list[DeviceInfo] = []
+
+    def add(hw: Any, kind: str, name: str, desc: str, mem: int | None = None,
+            cc: tuple[int, int] | None = None) -> None:
+        out.append(DeviceInfo("tf", kind, name, desc, mem, cc, supports_fp16=hw.fp16_units,
+                              supports_bf16=hw.bf16_units))
+
     for kind in ("TPU", "GPU"):
         for i, d in enumerate(tf.config.list_physical_devices(kind)):
             details = tf.config.experimental.get_device_details(d) if kind == "GPU" else {}
             cc = details.get("compute_capability")
             name = details.get("device_name", d.name)
             cls = hardware.get("tpu-v5e") if kind == "TPU" else hardware.classify_gpu(name, cc)
-            out.append(DeviceInfo.from_class(cls, "tf", kind.lower() if kind == "TPU" else "cuda",
-                                             f"/{kind}:{i}", name, compute_capability=cc))
+            add(cls, "tpu" if kind == "TPU" else "cuda", f"/{kind}:{i}", name, cc=cc)
     cpu = hardware.for_device("cpu")
     for i, _ in enumerate(tf.config.list_physical_devices("CPU")):
-        out.append(DeviceInfo.from_class(cpu, "tf", "cpu", f"/CPU:{i}", device.cpu_name(),
-                                         device.system_memory_bytes()))
+        add(cpu, "cpu", f"/CPU:{i}", device.cpu_name(), device.system_memory_bytes())
     return out
 
 
 def best_tf_device() -> DeviceChoice:
-    """Choose the device TensorFlow should place work on: TPU, then GPU, then CPU.
-
-    Returns:
-        A :class:`DeviceChoice` whose ``device`` is a string such as ``"/GPU:0"``.
-    """
+    """Return the :class:`DeviceChoice` (``device`` a string like ``"/GPU:0"``) TensorFlow
+    should place work on: TPU, then GPU, then CPU."""
     devs = tf_devices()
     first = devs[0]
     if first.kind == "tpu":
@@ -156,16 +126,9 @@ def best_tf_device() -> DeviceChoice:
 
 
 def set_logical_cpus(n: int) -> list[str]:
-    """Split the physical CPU into ``n`` logical TensorFlow devices (for MirroredStrategy demos).
-
-    Must run before TensorFlow initialises its devices; calling it again with the same ``n``
-    afterwards (a re-run notebook cell) returns the same devices.
-
-    Args:
-        n: number of logical CPUs, >= 1.
-
-    Returns:
-        The logical device names, ``["/device:CPU:0", ...]``.
+    """Split the CPU into ``n`` >= 1 logical TensorFlow devices; return their names
+    (``["/device:CPU:0", ...]``).  Must run before TensorFlow initialises its devices (a re-run
+    with the same ``n`` afterwards returns the same devices).
 
     Raises:
         ValueError: if ``n < 1``.
@@ -191,20 +154,11 @@ def set_logical_cpus(n: int) -> list[str]:
 
 # ----------------------------------------------------------------------------- timing
 def force(out: Any) -> list[Any]:
-    """Wait for TensorFlow results by fetching one element of each tensor to the host.
-
-    TensorFlow's GPU/TPU ops run asynchronously, like CUDA's.  A value can reach the host
-    only after the op that makes it has finished, so fetching *one element* of each output
-    is a synchronisation point that copies a few bytes whatever the tensor's size — unlike
-    ``.numpy()`` of the whole output, which would time a device-to-host copy too (1 GiB in
-    the ``full`` profile).
-
-    Args:
-        out: what the timed callable returned: a tensor, a nest of tensors, or anything else
-            (non-tensors are left alone).
+    """Wait for TensorFlow results by fetching one element of each tensor in ``out`` (a nest;
+    non-tensors left alone) to the host: a sync point whose copy does not grow with the output.
 
     Returns:
-        The NumPy arrays fetched, one of at most one element per tensor (for tests).
+        The NumPy arrays fetched, at most one element per tensor.
     """
     tf = import_tf()
     return [tf.reshape(t, [-1])[:1].numpy() for t in tf.nest.flatten(out)
@@ -212,12 +166,7 @@ def force(out: Any) -> list[Any]:
 
 
 def sync(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """Wrap a TensorFlow callable so each call returns only once its result exists.
-
-    See :func:`force`: one element of each output is fetched, so the bytes copied to the
-    host do not grow with the output.  Returns the wrapped callable (same result as ``fn``).
-    Example: ``first_s = ak.bench.time_once(sync(lambda: xla_fn(x)))``
-    """
+    """Return ``fn`` wrapped so each call returns only once its result exists (:func:`force`)."""
 
     def synced() -> Any:
         out = fn()
@@ -229,11 +178,8 @@ def sync(fn: Callable[[], Any]) -> Callable[[], Any]:
 
 def compare(baseline: Callable[[], Any], candidate: Callable[[], Any],
             **kwargs: Any) -> bench.Comparison:
-    """Like :func:`accelkit.bench.compare` for TensorFlow callables (results forced, :func:`sync`).
-
-    Keyword arguments are those of :func:`accelkit.bench.compare`; returns its
-    :class:`accelkit.bench.Comparison` (``.speedup`` > 1: ``candidate`` is faster).
-    """
+    """Return :func:`accelkit.bench.compare` (same keywords) of TensorFlow callables, each
+    result forced (:func:`sync`): a :class:`accelkit.bench.Comparison`."""
     return bench.compare(sync(baseline), sync(candidate), **kwargs)
 
 
@@ -249,12 +195,8 @@ _HLO_MAX_DEPTH = 8  # calls inside calls followed at most this deep
 
 
 def hlo_shape_bytes(shape: str) -> int:
-    """Return the bytes of an HLO shape: ``"f32[32768,1024]{1,0}"``, a tuple of them, ``"f32[]"``.
-
-    Element types this module does not know (``token[]``, ``s4``) count 0 bytes.
-
-    Example: ``hlo_shape_bytes("(f32[4,2]{1,0}, bf16[8]{0})")  # 48``
-    """
+    """Return the bytes of an HLO shape (``"f32[32768,1024]{1,0}"``, a tuple of them,
+    ``"f32[]"``); unknown element types (``token[]``, ``s4``) count 0."""
     total = 0
     for dtype, dims in _HLO_ARRAY.findall(shape):
         if dtype in _HLO_ITEMSIZE:
@@ -264,14 +206,9 @@ def hlo_shape_bytes(shape: str) -> int:
 
 @dataclass(frozen=True)
 class HloFusion:
-    """One fusion of XLA's optimized HLO, as launched from the entry computation.
-
-    Attributes:
-        name: the instruction name (``broadcast_multiply_fusion``).
-        kind: ``kLoop`` (elementwise), ``kInput`` (a reduction), ``kOutput``, ``kCustom``.
-        operand_bytes: bytes of the operands it reads.
-        result_bytes: bytes of the result it writes.
-    """
+    """One fusion the entry computation of XLA's optimized HLO launches: its instruction
+    ``name``, ``kind`` (``kLoop`` elementwise, ``kInput`` a reduction, ``kOutput``, ``kCustom``),
+    and the bytes it reads (``operand_bytes``) and writes (``result_bytes``)."""
 
     name: str
     kind: str
@@ -320,39 +257,23 @@ def _hlo_computations(hlo_text: str) -> tuple[dict[str, list[_Instr]], str | Non
 
 
 def hlo_fusions(hlo_text: str) -> tuple[list[HloFusion], list[str]]:
-    """Read the fusions (and the other work) an optimized HLO module's entry computation runs.
+    """Read the fusions (and other work) the entry computation of optimized HLO text runs.
 
-    Get the text with ``tf.function(f, jit_compile=True).experimental_get_compiler_ir(*args)
-    (stage="optimized_hlo")`` (or ``jax.jit(f).lower(*args).compile().as_text()``).
-
-    Two layouts of the entry are read (both printed by TensorFlow's XLA on a CPU):
-
-    * the fusion is an instruction of the ``ENTRY`` computation (TensorFlow 2.21,
-      ``ROOT %broadcast_multiply_fusion = f32[...] fusion(%arg0.1, %arg1.1), kind=kLoop``);
-    * the entry ``call``\\ s a computation that holds the fusion (TensorFlow 2.20's XLA wraps a
-      loop it splits across threads in ``%parallel_broadcast_multiply_fusion``:
-      ``ROOT %call = f32[...] call(%arg0.1, %arg1.2), to_apply=%parallel_...``).  The
-      instructions of a called computation are read as if they were the entry's (calls inside
-      calls too, up to 8 deep); the ``call`` itself is not counted as work.
-
-    Args:
-        hlo_text: the HLO module as text.
+    The text: ``tf.function(f, jit_compile=True).experimental_get_compiler_ir(*args)(stage=
+    "optimized_hlo")`` or ``jax.jit(f).lower(*args).compile().as_text()``.  A fusion may be an
+    ``ENTRY`` instruction (TensorFlow 2.21) or sit in a computation the entry ``call``\\ s
+    (2.20 wraps a loop it splits across threads in ``%parallel_..._fusion``); calls are
+    followed up to 8 deep and not counted as work.
 
     Returns:
-        ``(fusions, others)``: one :class:`HloFusion` per ``fusion`` instruction the entry
-        runs (directly or through ``call``), in order, with the bytes of its operands and
-        result read from their shapes; and the opcodes of the other instructions that do
-        work (parameters, constants, tuples, get-tuple-element and bitcasts left out).  An
-        empty ``fusions`` means XLA fused nothing, or the text has a layout this function
-        does not know: check ``others`` (a ``while`` or ``conditional`` is not followed).
+        ``(fusions, others)``: one :class:`HloFusion` per fusion run, in order, bytes read from
+        the shapes; and the opcodes of the other instructions doing work (parameters,
+        constants, tuples, get-tuple-element, bitcasts left out).  Empty ``fusions``: nothing
+        fused, or an unknown layout (``while``/``conditional`` are not followed).
 
     Raises:
-        ValueError: when the text has no ``ENTRY`` computation (not optimized HLO text), when
-            a ``call`` names a computation the text does not hold, or when a fusion's operand
-            has no shape in its computation (a layout this parser misreads): fix the text
-            or report the TensorFlow version.
-
-    Example: ``fusions, others = hlo_fusions(text); sum(f.bytes for f in fusions)``
+        ValueError: no ``ENTRY`` computation, a ``call`` to a computation not in the text, or a
+            fusion operand without a shape in its computation (a layout this parser misreads).
     """
     comps, entry = _hlo_computations(hlo_text)
     if entry is None:
@@ -392,15 +313,10 @@ class TfTrace:
     """What one TensorFlow call ran, read from a ``tf.profiler`` trace.
 
     Attributes:
-        kernels: ``(name, seconds)`` per op kernel in the order they ran; a name reads
-            ``"node:OpType"`` (``"mul_1:Mul"``).
-        allocations: buffers the allocator reported (``MemoryAllocation`` events) during the
-            call; ``None`` when the trace holds none at all, so "not reported", not "zero".
-            Which buffers are reported depends on TensorFlow's CPU allocator: with oneDNN's
-            optimisations on (the AVX-512 Xeon here) its allocator reported the chain's large
-            buffers (small ones go to a sub-allocator that records no event); with them off
-            (an AVX2-only AMD EPYC here) the plain CPU allocator recorded no event at all
-            (it does only with its statistics enabled).
+        kernels: ``(name, seconds)`` per op kernel in the order they ran (``"mul_1:Mul"``).
+        allocations: ``MemoryAllocation`` events during the call; ``None`` when the trace holds
+            none ("not reported", not zero): oneDNN's allocator (AVX-512 Xeon here) reported
+            the large buffers, the plain CPU allocator (AVX2 EPYC here) none.
     """
 
     kernels: tuple[tuple[str, float], ...]
@@ -418,22 +334,9 @@ class TfTrace:
 
 
 def trace(call: Callable[[], Any], root: str | None = None) -> TfTrace:
-    """Run ``call`` once under ``tf.profiler`` and list the kernels and allocations it ran.
-
-    Uses ``tf.profiler.experimental.start/stop`` (the same trace TensorBoard's profiler
-    shows) and reads the host plane of the ``.xplane.pb`` file it writes: events named
-    ``"node:OpType"`` are op kernels; ``MemoryAllocation`` events are buffers allocated.
-    Run ``call`` once before, so tracing and graph building are not in the trace.
-
-    Args:
-        call: one call of a ``tf.function`` (its result is waited for with :func:`force`).
-        root: folder for the profiler's log files (a temporary folder inside it, deleted).
-
-    Returns:
-        A :class:`TfTrace`.
-
-    Example: ``trace(lambda: g(x)).op_types  # ['AddV2', 'Relu', 'Mul']``
-    """
+    """Run ``call`` (a warmed-up ``tf.function`` call, forced) once under ``tf.profiler`` and
+    return its :class:`TfTrace`, read from the host plane of the ``.xplane.pb`` written to a
+    temporary folder (deleted) under ``root``: ``"node:OpType"`` events are op kernels."""
     import glob
     import shutil
 
@@ -469,19 +372,6 @@ def trace(call: Callable[[], Any], root: str | None = None) -> TfTrace:
     return TfTrace(tuple((n, s) for _, n, s in sorted(events)), allocations or None)
 
 
-__all__ = [
-    "HloFusion",
-    "TFAlreadyInitializedError",
-    "TfTrace",
-    "best_tf_device",
-    "compare",
-    "force",
-    "has_tf",
-    "hlo_fusions",
-    "hlo_shape_bytes",
-    "import_tf",
-    "set_logical_cpus",
-    "sync",
-    "tf_devices",
-    "trace",
-]
+__all__ = ["HloFusion", "TFAlreadyInitializedError", "TfTrace", "best_tf_device", "compare",
+           "force", "has_tf", "hlo_fusions", "hlo_shape_bytes", "import_tf", "set_logical_cpus",
+           "sync", "tf_devices", "trace"]
