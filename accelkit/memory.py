@@ -98,11 +98,8 @@ class MemoryEstimate:
         return self.resident_bytes + self.bucket_bytes + self.transient_bytes
 
     def fits(self, device_bytes: float, headroom: float = 0.9) -> bool:
-        """True when :attr:`total_bytes` fits in ``headroom * device_bytes``.
-
-        Raises:
-            ValueError: for ``device_bytes <= 0`` or ``headroom`` outside (0, 1].
-        """
+        """True when :attr:`total_bytes` fits in ``headroom * device_bytes``; ValueError for
+        ``device_bytes <= 0`` or ``headroom`` outside (0, 1]."""
         if device_bytes <= 0 or not 0 < headroom <= 1:
             raise ValueError(f"need device_bytes > 0 and 0 < headroom <= 1, got {device_bytes}, {headroom}")
         return self.total_bytes <= headroom * device_bytes
@@ -112,12 +109,8 @@ class Table(list[MemoryEstimate]):
     """A list of :class:`MemoryEstimate` (from :func:`table`) that renders itself."""
 
     def markdown(self, unit: str = "MiB", device_bytes: float | None = None) -> str:
-        """Render the rows as a Markdown table in ``unit`` (``"B"``, ``"KiB"``, ``"MiB"``,
-        ``"GiB"``), with a "fits" column for a device of ``device_bytes`` bytes if given.
-
-        Raises:
-            ValueError: for an unknown unit.
-        """
+        """Render the rows as a Markdown table in ``unit`` (``"B"``, ``"KiB"``, ``"MiB"``, ``"GiB"``;
+        else ValueError), with a "fits" column for a device of ``device_bytes`` bytes if given."""
         scale = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
         if unit not in scale:
             raise ValueError(f"unit must be one of {', '.join(scale)}, got {unit!r}")
@@ -234,8 +227,7 @@ def adam_temp_bytes(local_params: float, largest_param: float, impl: str = "for-
       first, but frees them before the square roots);
     * ``"fused"``: one kernel updates in place: 0.
 
-    Raises:
-        ValueError: for an ``impl`` not in :data:`ADAM_IMPLS` or negative sizes.
+    ValueError for an ``impl`` not in :data:`ADAM_IMPLS` or negative sizes.
     """
     if impl not in ADAM_IMPLS:
         raise ValueError(f"unknown Adam implementation {impl!r}; use one of {', '.join(ADAM_IMPLS)}")
@@ -311,14 +303,12 @@ def measured(module: Any, optimizer: Any = None) -> dict[str, int]:
 
 
 def saved_activation_bytes(fn: Callable[[], Any], exclude: Iterable[Any] = ()) -> tuple[Any, int]:
-    """Run ``fn()`` (a forward pass) and count the bytes of the tensors autograd saves for backward.
+    """Run ``fn()`` (a forward pass); return ``(result, bytes)``: its result and the bytes of the
+    tensors autograd saves for backward.
 
     ``torch.autograd.graph.saved_tensors_hooks``: each distinct tensor (data pointer, size)
     counts once, those in ``exclude`` (pass ``model.parameters()``) not at all; exact and the
     same on every run.  Low-precision weight copies that autocast saves do count.
-
-    Returns:
-        ``(result, bytes)``: ``fn``'s result and the saved bytes.
     """
     import torch
 
@@ -359,9 +349,7 @@ def measured_peak_bytes(fn: Callable[[], Any], device: Any = "cpu") -> tuple[Any
     free (-) events of ``torch.profiler.profile(profile_memory=True)``.  Build the model
     *inside* ``fn``.  The CPU profiler misses frees on threads it does not follow (gloo's), so
     the CPU figure can only err high; it counts tensors before the allocator's rounding.
-
-    Raises:
-        RuntimeError: when the CPU profiler recorded nothing (another profiler running).
+    RuntimeError when the CPU profiler recorded nothing (another profiler running).
     """
     import torch
 

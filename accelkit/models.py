@@ -92,18 +92,13 @@ def torch_cnn(channels: int = 16, classes: int = 10, in_channels: int = 1) -> nn
 
 
 def keras_gpt(cfg: GPTConfig, *, policy: str | None = None) -> Any:
-    """Build the Keras 3 twin of :class:`accelkit.gpt.GPT` ``cfg`` (notebook 06's side-by-side).
+    """Build the Keras 3 twin of :class:`accelkit.gpt.GPT` ``cfg``: ``(B, T)`` int32 -> logits
+    ``(B, T, vocab_size)``.
 
-    Same blocks (pre-norm, causal ``MultiHeadAttention``, GELU MLP), learned position
-    embedding; but the output head is a separate ``Dense`` (untied: ``V·d + V`` more
-    parameters) and Keras's attention on TensorFlow materialises the scores like ``"manual"``.
-    Layers follow ``policy`` (default float32; the global policy is restored afterwards);
-    logits are float32 under a mixed one.
-
-    **Shape** ``(B, T)`` int32 -> logits ``(B, T, vocab_size)``.
-
-    Raises:
-        ImportError: when Keras is not installed.
+    Same blocks and learned position embedding, but an untied ``Dense`` head (``V·d + V`` more
+    parameters), and Keras's attention (on TensorFlow it materialises the scores, as ``"manual"``).
+    Layers follow ``policy`` (default float32; the global policy is restored), logits are float32.
+    ImportError without Keras.
     """
     keras = _keras()
     layers, base = keras.layers, keras.layers.Layer
@@ -212,14 +207,9 @@ CORPUS_FILES: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Corpus:
-    """The byte-level corpus (vocabulary 256).
-
-    Attributes:
-        data: ``(n_bytes,)`` uint8 tensor, the files concatenated, each after a header line
-            ``# ==== name ====``.
-        files: the files read, in order.
-        sha256: hex digest of the bytes (differs between Python versions).
-    """
+    """The byte-level corpus (vocabulary 256): ``data``, a ``(n_bytes,)`` uint8 tensor of the
+    ``files`` concatenated, each after a line ``# ==== name ====``; ``sha256``, the hex digest of
+    the bytes (it differs between Python versions)."""
 
     data: torch.Tensor
     files: tuple[str, ...]
@@ -236,14 +226,9 @@ class Corpus:
 
 
 def load_corpus(files: Sequence[str] = CORPUS_FILES, stdlib: str | None = None) -> Corpus:
-    """Read the standard-library ``files`` into one byte tensor (a :class:`Corpus`).
-
-    ``stdlib`` defaults to this interpreter's ``sysconfig.get_paths()["stdlib"]``; missing
-    files are skipped.
-
-    Raises:
-        FileNotFoundError: when none of the files exists (a Python without its sources).
-    """
+    """Read the standard-library ``files`` (under ``stdlib``, default this interpreter's
+    ``sysconfig.get_paths()["stdlib"]``; missing ones skipped) into a :class:`Corpus`.
+    FileNotFoundError when none exists (a Python without its sources)."""
     import torch
 
     root = Path(stdlib or sysconfig.get_paths()["stdlib"])
@@ -263,14 +248,10 @@ def batches(data: torch.Tensor, n: int, batch: int, seq_len: int, *, seed: int =
             ahead: bool = True) -> list[_Batch] | Callable[[int], _Batch]:
     """Return ``n`` batches of ``batch`` random windows of ``data``, the same for the same ``seed``.
 
-    Window starts are drawn in ``[0, len(data) - seq_len)`` from a CPU generator seeded with
-    ``seed``.  ``ahead=False`` returns instead ``i -> (x, y)``, cutting the ``(i mod n)``-th
-    batch when called (inside a training step).
-
-    **Shape** each ``(x, y)``: ``(batch, seq_len)`` int64; ``y`` is ``x`` shifted by one token.
-
-    Raises:
-        ValueError: when ``data`` is not longer than ``seq_len``.
+    Starts in ``[0, len(data) - seq_len)`` from a seeded CPU generator.  ``ahead=False`` returns
+    ``i -> (x, y)`` instead, cutting the ``(i mod n)``-th batch when called (in a training step).
+    Each ``(x, y)``: ``(batch, seq_len)`` int64, ``y`` = ``x`` shifted by one token.  ValueError
+    when ``data`` is not longer than ``seq_len``.
     """
     import torch
 
