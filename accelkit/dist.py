@@ -1,25 +1,11 @@
-"""Code that runs inside distributed workers: who am I, which backend, setup and teardown.
+"""Code that runs inside distributed workers: rank, backend, setup and teardown.
 
-A worker started by ``torchrun`` finds its place in the group in environment variables
-(``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``,
-``MASTER_ADDR``/``MASTER_PORT``); :func:`rank_info` reads them, :func:`setup` creates the
-process group with the right backend (NCCL for CUDA devices, gloo otherwise: never a
-hard-coded ``"nccl"`` on a CPU), and :func:`teardown` destroys it.  A script that is run
-without a launcher is a group of one (rank 0 of 1), so the same script runs both ways.
-
-Typical worker::
-
-    with ak.dist.session() as info:           # process group first, then wrap the model
-        model = DDP(model.to(info.device))
-        ak.dist.print0("epoch", epoch, "loss", loss)
-    # torn down here, also when the body raised (then recorded for torchrun: session())
-
-This module owns the code that runs inside a worker: rank and backend, setup/teardown,
-the device collectives need (:func:`comm_device`), rank-0 output, the replica check.
-Elsewhere: timing collectives and the all-reduce cost model (:mod:`accelkit.comm`); starting
-workers (torchrun, ``TF_CONFIG``) and reading their results (:mod:`accelkit.launch`);
-TensorFlow strategies (:mod:`accelkit.sharding`).  It never imports IPython or matplotlib (it
-runs in worker processes).
+:func:`rank_info` reads torchrun's variables (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+``LOCAL_WORLD_SIZE``, ``GROUP_RANK``); :func:`setup` creates the process group (NCCL for
+CUDA, gloo otherwise); :func:`session` wraps setup/teardown and records a failure in
+torchrun's error file.  Without a launcher a script is rank 0 of 1.  Also the collectives'
+device (:func:`comm_device`), rank-0 output, the replica check.  Elsewhere: collective timing
+(:mod:`accelkit.comm`), starting workers (:mod:`accelkit.launch`).  Never imports IPython.
 """
 
 from __future__ import annotations
@@ -33,38 +19,25 @@ import signal
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-#: The signal a worker answers with every thread's Python stack (``faulthandler``); the
-#: launcher sends it before killing a stuck launch.  None where the OS has no SIGUSR1.
+#: The signal a worker answers with every thread's Python stack (None without SIGUSR1).
 STACK_SIGNAL = getattr(signal, "SIGUSR1", None)
 
-#: How long a collective waits for the other ranks by default, seconds (torch's own default
-#: is 30 minutes for gloo and 10 for NCCL: a hang would look like a slow run).
+#: Default collective timeout, seconds (torch's: 30 min for gloo, 10 for NCCL).
 DEFAULT_TIMEOUT_S = 120.0
-#: Environment variable that sets the collective timeout of :func:`setup`, seconds;
-#: :func:`accelkit.launch.torchrun` sets it (``collective_timeout_s``).
+#: Environment variable with the collective timeout of :func:`setup`, seconds.
 TIMEOUT_ENV = "ACCELKIT_COLLECTIVE_TIMEOUT_S"
 
 
 @dataclass(frozen=True)
 class RankInfo:
-    """This worker's place in the group.
-
-    Attributes:
-        rank: global rank, 0..world_size-1.
-        local_rank: rank on this node (the GPU index on a GPU node).
-        world_size: number of workers in the group.
-        local_world_size: workers on this node.
-        node_rank: this node's index (torchrun's ``GROUP_RANK``).
-        backend: the process-group backend (``"gloo"``, ``"nccl"``), or ``""`` before setup.
-        device: the ``torch.device`` this worker computes on (None when ``LOCAL_RANK`` has
-            no GPU on this node; :func:`setup` raises then, saying why).
-        launched: True when a launcher set the variables (False: a single plain process).
-    """
+    """This worker's place in the group: global ``rank``, ``local_rank`` (its GPU index),
+    ``world_size``, ``local_world_size``, ``node_rank`` (``GROUP_RANK``), ``backend`` ("" before
+    setup), ``device`` (None when ``LOCAL_RANK`` has no GPU), ``launched`` (by a launcher)."""
 
     rank: int
     local_rank: int
@@ -82,8 +55,7 @@ class RankInfo:
 
 
 def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    if not (raw := os.environ.get(name)):
         return default
     try:
         return int(raw)
@@ -104,35 +76,18 @@ def is_launched() -> bool:
 
 
 def choose_backend(device: Any = None) -> str:
-    """Return the process-group backend for ``device``: ``"nccl"`` for CUDA, else ``"gloo"``.
-
-    NCCL only moves CUDA tensors; a CPU (or a machine without NCCL) needs gloo.  ROCm builds
-    expose RCCL under the name ``"nccl"``.
-
-    Args:
-        device: a ``torch.device`` or string; default: :func:`device_for` of this rank.
-
-    Returns:
-        ``"nccl"`` or ``"gloo"``.
-    """
+    """Return ``"nccl"`` for a CUDA ``device`` (default: :func:`device_for`) when NCCL exists
+    (ROCm's RCCL goes by that name), else ``"gloo"``: NCCL moves CUDA tensors only."""
     import torch
     import torch.distributed as dist
 
     dev = torch.device(device) if device is not None else device_for()
-    if dev.type == "cuda" and dist.is_nccl_available():
-        return "nccl"
-    return "gloo"
+    return "nccl" if dev.type == "cuda" and dist.is_nccl_available() else "gloo"
 
 
 def device_for(local_rank: int | None = None) -> Any:
-    """Return the device of this worker: ``cuda:<local_rank>`` when CUDA exists, else CPU.
-
-    Args:
-        local_rank: default: ``$LOCAL_RANK`` or 0.
-
-    Raises:
-        ValueError: when ``local_rank`` is negative or not below the number of GPUs.
-    """
+    """Return ``cuda:<local_rank>`` (default ``$LOCAL_RANK`` or 0) when CUDA exists, else CPU;
+    raises ValueError when ``local_rank`` is negative or not below the number of GPUs."""
     import torch
 
     lr = _env_int("LOCAL_RANK", 0) if local_rank is None else local_rank
@@ -148,18 +103,12 @@ def device_for(local_rank: int | None = None) -> Any:
 
 
 def rank_info() -> RankInfo:
-    """Read this worker's rank/world size from the launcher's environment.
-
-    Works before and after :func:`setup`; without a launcher it returns rank 0 of 1.
-
-    Raises:
-        ValueError: when the variables are inconsistent (rank not below world size).
-    """
+    """Return this worker's :class:`RankInfo` from the launcher's variables (rank 0 of 1
+    without one); raises ValueError when ``RANK`` is not below ``WORLD_SIZE`` or a variable is
+    not an integer."""
     import torch.distributed as dist
 
-    launched = is_launched()
-    rank = _env_int("RANK", 0)
-    world = _env_int("WORLD_SIZE", 1)
+    rank, world = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
     if not 0 <= rank < world:
         raise ValueError(f"RANK={rank} must be in 0..WORLD_SIZE-1 (WORLD_SIZE={world})")
     backend = dist.get_backend() if has_group() else ""
@@ -168,16 +117,12 @@ def rank_info() -> RankInfo:
     except ValueError:  # LOCAL_RANK beyond the GPUs: setup() raises and says why
         dev = None
     return RankInfo(rank, _env_int("LOCAL_RANK", 0), world, _env_int("LOCAL_WORLD_SIZE", world),
-                    _env_int("GROUP_RANK", 0), str(backend), dev, launched)
+                    _env_int("GROUP_RANK", 0), str(backend), dev, is_launched())
 
 
 def collective_timeout_s() -> float:
-    """Return the collective timeout for :func:`setup`: ``$ACCELKIT_COLLECTIVE_TIMEOUT_S``, else
-    :data:`DEFAULT_TIMEOUT_S` (seconds).
-
-    Raises:
-        ValueError: when the variable is not a number > 0.
-    """
+    """Return ``$ACCELKIT_COLLECTIVE_TIMEOUT_S``, else :data:`DEFAULT_TIMEOUT_S` (seconds);
+    raises ValueError when the variable is not a number > 0."""
     raw = os.environ.get(TIMEOUT_ENV, "")
     if not raw:
         return DEFAULT_TIMEOUT_S
@@ -191,42 +136,27 @@ def collective_timeout_s() -> float:
 
 
 def enable_stack_dumps() -> bool:
-    """Make this process print every thread's Python stack to stderr on :data:`STACK_SIGNAL`.
-
-    ``faulthandler.register(SIGUSR1, all_threads=True)``: the dump is written by a C signal
-    handler, so it works while the main thread is blocked inside a collective (in C++, with
-    the GIL released).  ``kill -USR1 PID`` shows where a hung worker waits; a timed-out
-    :mod:`accelkit.launch` run does it for every worker before killing it.
-
-    Returns:
-        True when registered; False where the platform has no ``SIGUSR1`` (Windows).
-    """
-    if STACK_SIGNAL is None:
-        return False
-    faulthandler.register(STACK_SIGNAL, all_threads=True)
-    return True
+    """Print every thread's Python stack to stderr on :data:`STACK_SIGNAL` (``faulthandler``:
+    a C handler, so it works while the main thread blocks in a collective).  Returns True
+    when registered, False where the platform has no ``SIGUSR1`` (Windows)."""
+    if STACK_SIGNAL is not None:
+        faulthandler.register(STACK_SIGNAL, all_threads=True)
+    return STACK_SIGNAL is not None
 
 
 def setup(backend: str | None = None, *, timeout_s: float | None = None,
           threads: int | None = None) -> RankInfo:
-    """Create the process group (call once per worker, before wrapping the model).
-
-    A launched worker also gets :func:`enable_stack_dumps` (``kill -USR1`` prints its stack).
+    """Create the process group (once per worker, before wrapping the model); a launched
+    worker also gets :func:`enable_stack_dumps`.
 
     Args:
-        backend: ``"gloo"``/``"nccl"``; default: :func:`choose_backend` for this device.
-        timeout_s: how long a collective waits for the other ranks before it raises, > 0
-            (``init_process_group(timeout=...)``; gloo raises ``RuntimeError: ... Timed out
-            waiting N ms for recv operation``, with the Python traceback of where this rank
-            waited).  Default :func:`collective_timeout_s`: ``$ACCELKIT_COLLECTIVE_TIMEOUT_S``
-            (the launcher sets it; notebooks keep it short) or :data:`DEFAULT_TIMEOUT_S`.
-            Longer than the slowest legitimate wait (rank 0 writing a checkpoint while the
-            others wait in a barrier), shorter than your patience.
+        backend: ``"gloo"``/``"nccl"``; default: :func:`choose_backend`.
+        timeout_s: seconds a collective waits for the other ranks before it raises (gloo:
+            ``Timed out waiting N ms``), > 0; default :func:`collective_timeout_s`.
         threads: torch intra-op threads; default: ``$OMP_NUM_THREADS`` if set.
 
     Returns:
-        The :class:`RankInfo` (with ``backend`` filled in).  Without a launcher nothing is
-        initialised and rank 0 of 1 is returned, so single-process runs need no branch.
+        The :class:`RankInfo` with ``backend``; without a launcher, rank 0 of 1 (no group).
 
     Raises:
         ValueError: for ``timeout_s <= 0`` or ``"nccl"`` asked for on a CPU-only worker.
@@ -254,28 +184,17 @@ def setup(backend: str | None = None, *, timeout_s: float | None = None,
         if dev.type == "cuda":
             kwargs["device_id"] = dev  # lets NCCL bind the communicator eagerly
         dist.init_process_group(**kwargs)
-        # Objects that keep the process group alive (a DDP model's reducer sits in reference
-        # cycles) would otherwise be freed during interpreter shutdown, where gloo's worker
-        # threads can abort the process (exit -6, "terminate called without an active
-        # exception"; mechanism described in pytorch/pytorch#179291).  Collect them while
-        # the interpreter is still whole.
+        # Free what keeps the group alive (DDP's reducer sits in cycles) before interpreter
+        # shutdown, where gloo's threads can abort the process (exit -6; pytorch#179291).
         atexit.unregister(gc.collect)  # once, however often setup() runs
         atexit.register(gc.collect)
-    info = rank_info()
-    return RankInfo(info.rank, info.local_rank, info.world_size, info.local_world_size,
-                    info.node_rank, chosen if is_launched() else "", dev, info.launched)
+    return replace(rank_info(), backend=chosen if is_launched() else "", device=dev)
 
 
 def teardown(barrier: bool = True) -> None:
-    """Destroy the process group if one exists (safe to call twice or without one).
-
-    Args:
-        barrier: first wait until every rank has arrived here.  Without it, a rank that
-            finishes early tears its connections down while a peer still uses them; with gloo
-            the peer can then abort (``terminate called without an active exception``, exit
-            code -6) after its work is done.  ``False`` on error paths, where a peer may never
-            arrive.
-    """
+    """Destroy the process group if one exists (safe twice or without one); with ``barrier``
+    first wait for every rank (else gloo can abort a peer still using the connections, exit
+    -6); ``barrier=False`` on error paths, where a peer may never arrive."""
     import torch.distributed as dist
 
     if has_group():
@@ -287,29 +206,17 @@ def teardown(barrier: bool = True) -> None:
 @contextmanager
 def session(backend: str | None = None, *, timeout_s: float | None = None,
             threads: int | None = None) -> Iterator[RankInfo]:
-    """``with ak.dist.session() as info:`` = :func:`setup`, the body, then :func:`teardown`.
-
-    Teardown always runs.  When the body ends normally it waits for every rank first (the
-    barrier of :func:`teardown`); when :func:`setup`, the body or that barrier raises it
-    destroys the group *without* a barrier (a peer that died, or that waits for this rank,
-    would never arrive) and re-raises.  Before that, an ``Exception`` is written to
-    torchrun's per-rank error file (``$TORCHELASTIC_ERROR_FILE``, through
-    ``torch.distributed.elastic``'s ``ErrorHandler``, as its ``@record`` decorator does), so
-    the launcher can say which rank failed and why; without torchrun nothing is written.
-    ``KeyboardInterrupt`` and ``SystemExit`` are not recorded (``@record`` does not either).
-
-    Args:
-        backend, timeout_s, threads: as for :func:`setup`.
+    """``with ak.dist.session() as info:``: :func:`setup` (same arguments), the body, then
+    :func:`teardown` with its barrier.  When anything raises, an ``Exception`` (not
+    KeyboardInterrupt/SystemExit, as torch's ``@record``) is written to torchrun's per-rank
+    error file (``$TORCHELASTIC_ERROR_FILE``), the group is destroyed without a barrier, and
+    the exception re-raised unchanged.
 
     Yields:
         The :class:`RankInfo` of :func:`setup`.
-
-    Raises:
-        Whatever :func:`setup`, the body or the teardown barrier raises, unchanged.
     """
     try:
-        info = setup(backend, timeout_s=timeout_s, threads=threads)
-        yield info
+        yield setup(backend, timeout_s=timeout_s, threads=threads)
         teardown()  # every rank arrives here: wait for the others, then destroy
     except BaseException as exc:
         if isinstance(exc, Exception):
@@ -320,13 +227,8 @@ def session(backend: str | None = None, *, timeout_s: float | None = None,
 
 
 def _record_failure(exc: BaseException) -> None:
-    """Write ``exc`` and its traceback to this rank's ``$TORCHELASTIC_ERROR_FILE``, if any.
-
-    The JSON (``{"message": {"message": "Type: text", "extraInfo": {"py_callstack": ...}}}``,
-    torch's ``ErrorHandler.record_exception``) is what torchrun and :mod:`accelkit.launch`
-    read back.  Call it inside the ``except`` block (the traceback is read from there).  A
-    file that cannot be written is warned about, never raised.
-    """
+    """Write ``exc`` to ``$TORCHELASTIC_ERROR_FILE`` if set (torch's ``ErrorHandler``; call
+    inside the ``except`` block); an unwritable file is warned about, never raised."""
     if not os.environ.get("TORCHELASTIC_ERROR_FILE"):
         return  # not under torchrun: the traceback on stderr is the whole report
     from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
@@ -372,17 +274,11 @@ def barrier() -> None:
         dist.barrier()
 
 
-def save_json(obj: dict[str, Any], path: str | os.PathLike[str], *, all_ranks: bool = False) -> None:
-    """Write ``obj`` as JSON to ``path`` on rank 0 (atomically: a temp file, then rename).
-
-    Args:
-        obj: JSON-serialisable results.
-        path: the file (its folder is created).
-        all_ranks: write on every rank instead; put ``{rank}`` in ``path`` to keep them apart.
-
-    Raises:
-        ValueError: when ``all_ranks`` and ``path`` has no ``{rank}`` with world size > 1.
-    """
+def save_json(obj: dict[str, Any], path: str | os.PathLike[str], *,
+              all_ranks: bool = False) -> None:
+    """Write ``obj`` as JSON to ``path`` (folder created; a temp file, then rename) on rank 0,
+    or with ``all_ranks`` on every rank (put ``{rank}`` in ``path``: ValueError without it
+    when the world size is > 1)."""
     rank = get_rank()
     if all_ranks:
         if "{rank}" not in str(path) and get_world_size() > 1:
@@ -406,14 +302,8 @@ def comm_device() -> Any:
 
 
 def replica_max_abs_diff(module: Any) -> float:
-    """Return the largest ``|p_rank - p_rank0|`` over all parameters and ranks.
-
-    After data-parallel training every replica must hold the same weights; this gathers
-    each rank's flattened parameters (collective: call on every rank) and compares them
-    with rank 0's.  0.0 without a process group.
-
-    Shape: parameters of any shape; flattened to one (P,) float64 vector per rank.
-    """
+    """Return the largest ``|p_rank - p_rank0|`` over all parameters and ranks (0.0 without a
+    group): a collective (call on every rank) gathering one (P,) float64 vector per rank."""
     import torch
     import torch.distributed as dist
 

@@ -1,18 +1,12 @@
-"""Start distributed workers from a notebook, and what they return.
+"""Start distributed workers from a notebook, and say how they ended.
 
-Launchers (the workers run :mod:`accelkit.dist`): :func:`torchrun` (``--standalone``, or
-``nnodes`` agents on loopback rehearsing the multi-node command), :func:`python` (one plain
-process, or ``n`` TensorFlow workers with their ``TF_CONFIG``), :func:`spawn`
-(``torch.multiprocessing`` with a time limit and the children's real error), and
-:func:`worker_plan` (how many workers, on which device).  Each returns a :class:`LaunchResult`
-(exit codes and output per rank; :meth:`~LaunchResult.summary` shows the failing rank's own
-error first, read from torchrun's per-rank error files, never from its printed report) or
-raises :class:`LaunchError`.  A rank stuck in a collective says where: :func:`torchrun` gives
-the workers a collective timeout, so the wait raises in the worker with its traceback, and
-past the launch's time limit every worker prints its Python stack before the kill;
-:meth:`LaunchResult.where` names, per rank, the call into torch it was blocked in
-(``barrier``, ``all_reduce``, ``backward``) and the worker's line that made it.  Process
-groups and ports: :mod:`accelkit.procs`; error files and stacks: :mod:`accelkit.scripts`.
+:func:`torchrun` (the real one, ``--standalone`` or ``nnodes`` agents on loopback),
+:func:`python` (plain or TensorFlow ``TF_CONFIG`` workers), :func:`spawn`
+(``torch.multiprocessing`` with a time limit) and :func:`worker_plan` (how many, on which
+device).  A failing or stuck worker stops all of them; the :class:`LaunchResult` names the rank
+that failed first with the error from its torchrun error file (:meth:`~LaunchResult.summary`)
+and where each rank waited (:meth:`~LaunchResult.where`, from its stack or traceback).
+Process groups: :mod:`accelkit.procs`; error files and stacks: :mod:`accelkit.scripts`.
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ from typing import Any
 from unittest import mock
 
 from accelkit import dist, procs, scripts
-from accelkit.procs import Child, PortInUseError
+from accelkit.procs import Child
 from accelkit.scripts import Frame, RankFailure
 
 #: torchrun's per-line prefix template; ``${rank}`` is the global rank.
@@ -59,29 +53,16 @@ def _code_text(code: int | None) -> str:
 
 @dataclass
 class LaunchResult:
-    """What a launch did: exit codes, each rank's output, and how it ended.
-
-    Attributes:
-        kind: ``"torchrun"``, ``"tf"``, ``"python"``, ``"spawn"``.
-        commands: the command lines started (one per torchrun agent / TF worker).
-        exit_codes: exit code per global rank (negative: killed by that signal; missing: the
-            rank never reported one, e.g. the run timed out first).
-        logs: everything each rank printed (stdout and stderr), prefix removed.
-        launcher_log: what the launchers themselves printed (torchrun's own messages).
-        returncodes: the exit code of each started command.
-        wall_s, timeout_s: seconds from start to the end of clean-up; the time limit.
-        timed_out: the run hit ``timeout_s`` and was killed.
-        failed_rank: the rank that failed first, or None.
-        failures: torchrun's record of each failed rank, with the exception and traceback
-            from its error file when it wrote one (:class:`accelkit.scripts.RankFailure`).
-        log_dir: the folder with torchrun's per-rank log and error files, or None.
-        killed: how many leftover processes the clean-up had to kill.
-        launch_id: the tag (``$ACCELKIT_LAUNCH_ID``) on every process this launch started.
-        out: the path passed to the worker as ``--out``, or None.
-        stacks: per rank, the main thread's Python stack (innermost frame first) from the dump
-            it printed when a timed-out run asked for it (:func:`accelkit.scripts.last_stack`).
-        collective_timeout_s: the workers' collective timeout, seconds, or None (not set).
-    """
+    """What a launch did.  ``kind``: ``"torchrun"``, ``"tf"``, ``"python"``, ``"spawn"``;
+    ``commands``: one per torchrun agent / worker; ``exit_codes``: per global rank (negative:
+    that signal; missing: none reported); ``logs``: each rank's output, prefix removed;
+    ``launcher_log``: torchrun's own messages; ``returncodes``: per command; ``wall_s``,
+    ``timeout_s``: seconds taken, the limit; ``failed_rank``: the rank that failed first or
+    None; ``failures``: :class:`accelkit.scripts.RankFailure` per failed rank; ``log_dir``:
+    torchrun's per-rank logs and error files; ``killed``: processes the clean-up killed;
+    ``launch_id``: the ``$ACCELKIT_LAUNCH_ID`` tag; ``out``: the ``--out`` path; ``stacks``:
+    per rank, the main thread's stack (innermost first) a timed-out run printed;
+    ``collective_timeout_s``: the workers' collective timeout, seconds, or None."""
 
     kind: str
     commands: list[list[str]]
@@ -117,12 +98,8 @@ class LaunchResult:
         return procs.leftover_processes(self.launch_id) if self.launch_id else []
 
     def read_json(self, name: str = "") -> dict[str, Any]:
-        """Read the JSON the worker wrote to ``out`` (or to ``out/name`` when ``out`` is a folder).
-
-        Raises:
-            ValueError: when the launch was given no ``out``.
-            FileNotFoundError: when the worker did not write it (see :meth:`summary`).
-        """
+        """Read the JSON the worker wrote to ``out`` (or ``out/name`` for a folder); raises
+        ValueError without ``out``, FileNotFoundError when the worker did not write it."""
         if self.out is None:
             raise ValueError("this launch had no out=PATH; pass out= to the launcher")
         return scripts.read_json(self.out / name if name else self.out)
@@ -145,13 +122,8 @@ class LaunchResult:
         return lines
 
     def where(self) -> dict[int, str]:
-        """Say per rank where it was when the run ended badly, in one line
-        (:func:`accelkit.scripts.where_waiting`), from the stack it printed on the stack
-        signal (a timed-out run) or the traceback in its error file (a failed run).
-
-        Returns:
-            ``{rank: line}`` for the ranks with a stack or a recorded traceback, by rank.
-        """
+        """Return ``{rank: line}``, by rank, saying where each rank with a stack (timed out) or
+        a recorded traceback (failed) was (:func:`accelkit.scripts.where_waiting`)."""
         found = {r: scripts.where_waiting(st) for r, st in self.stacks.items() if st}
         for r, f in self.failures.items():
             if r not in found and f.traceback:
@@ -174,14 +146,10 @@ class LaunchResult:
         return lines
 
     def summary(self) -> str:
-        """Explain how the run ended; a failing rank's own error comes first.
-
-        Returns:
-            ``"ok: ..."`` for a clean run; otherwise the failing rank, its exit code and its
-            recorded exception and traceback (else its output tail), the other ranks' exit
-            codes, where each rank was (:meth:`where`: on a timeout or several failures), and
-            the launcher's own message when no rank explains it.
-        """
+        """Return ``"ok: ..."`` for a clean run; else the failing rank's exit code, recorded
+        exception and traceback (else its output tail), the other ranks' exit codes, where
+        each rank was (on a timeout or several failures), and the launcher's output when no
+        rank explains it."""
         if self.ok:
             n = max(len(self.exit_codes), len(self.logs))
             return f"ok: {n} rank(s) exited 0 in {self.wall_s:.1f} s"
@@ -206,8 +174,7 @@ class LaunchResult:
         return "\n".join(lines)
 
     def check(self) -> LaunchResult:
-        """Return ``self`` when the run was clean, else raise :class:`LaunchError` with
-        :meth:`summary` as the message."""
+        """Return ``self`` if the run was clean, else raise :class:`LaunchError`."""
         if not self.ok:
             raise LaunchError(self.summary(), self)
         return self
@@ -249,57 +216,41 @@ def _finish(result: LaunchResult, stream: bool, check: bool) -> LaunchResult:
 
 
 def torchrun(script: str | os.PathLike[str], args: Sequence[Any] = (), *, nproc: int = 2,
-             nnodes: int = 1, port: int | None = None, timeout_s: float = 120,
+             nnodes: int = 1, timeout_s: float = 120,
              threads: int | None = 1, env: Mapping[str, str] | None = None,
              out: str | os.PathLike[str] | None = None, stream: bool = True,
              check: bool = True, collective_timeout_s: float | None = None) -> LaunchResult:
-    """Run ``script`` under the real ``torchrun`` and stream each rank's output here.
-
-    ``nnodes == 1``: ``torchrun --standalone --nproc-per-node=nproc`` (a fresh free port each
-    time: a lingering old group never causes "address already in use").  ``nnodes > 1``:
-    ``nnodes`` agents on this machine, each with the multi-node command (``--rdzv-backend=c10d``
-    on 127.0.0.1) you would run once per node.  torchrun runs as ``python -m accelkit.scripts``
-    (its ``main()`` plus a record of failed ranks); when a worker fails it stops the others.
-    Past ``timeout_s`` every worker is asked for its Python stack, then everything is killed.
+    """Run ``script`` under the real torchrun (``python -m accelkit.scripts``), streaming each
+    rank's output; returns a :class:`LaunchResult`.  ``--standalone`` for one node, else
+    ``nnodes`` agents on 127.0.0.1 with the multi-node command (c10d rendezvous, a free port).
+    A failing worker stops the others; past ``timeout_s`` each worker is asked for its Python
+    stack, then all are killed.
 
     Args:
-        script, args: the worker script (``accelkit.scripts.worker_script(name)``), its arguments.
-        nproc, nnodes: processes per node and simulated nodes on loopback, >= 1 each.
-        port: rendezvous port for ``nnodes > 1`` (default: a free one).
-        timeout_s: seconds before the whole group is killed, > 0.
-        threads: ``OMP_NUM_THREADS`` per worker (torchrun's default is 1); None: inherit.
-        env: extra environment variables for the workers.
-        out: passed as ``--out out`` after deleting a previous run's file or folder there;
-            read it back with :meth:`LaunchResult.read_json`.
-        stream: print the workers' lines as they come; ``check``: raise :class:`LaunchError`
-            when the run failed or timed out.
-        collective_timeout_s: how long a collective in the workers waits for the others,
-            seconds, > 0 (``$ACCELKIT_COLLECTIVE_TIMEOUT_S``); default ``min(0.75 * timeout_s,
-            120)``: a stuck collective raises in the worker before the launcher's kill.
-
-    Returns:
-        A :class:`LaunchResult` (exit codes and logs per rank).
+        script, args: the worker script (:func:`accelkit.scripts.worker_script`), its arguments.
+        nproc, nnodes: processes per node, simulated nodes; >= 1 each.
+        timeout_s: seconds before the group is killed, > 0.
+        threads: ``OMP_NUM_THREADS`` per worker; None: inherit.  ``env``: extra variables.
+        out: passed as ``--out`` after deleting what a previous run left there.
+        stream: print lines as they come; ``check``: raise when the run failed or timed out.
+        collective_timeout_s: seconds a worker's collective waits, > 0; default
+            ``min(0.75 * timeout_s, 120)`` (a stuck collective raises before the kill).
 
     Raises:
         ValueError: for a bad ``nproc``, ``nnodes``, ``timeout_s``, ``threads`` or
             ``collective_timeout_s``; FileNotFoundError: when ``script`` does not exist.
-        PortInUseError: when an explicit ``port`` is taken (pass ``port=None``).
         LaunchError: when ``check`` and a rank failed or the run timed out.
     """
-    from accelkit import config
+    from accelkit.env import scratch_dir
 
     path = _check_args(script, timeout_s, threads)
     if collective_timeout_s is None:
         collective_timeout_s = min(0.75 * timeout_s, dist.DEFAULT_TIMEOUT_S)
     if not collective_timeout_s > 0:
         raise ValueError(f"collective_timeout_s must be > 0, got {collective_timeout_s}")
-    if port is not None and not procs.is_port_free(port):
-        raise PortInUseError(
-            f"port {port} on 127.0.0.1 is already in use (a lingering run or another program); "
-            "pass port=None to let the launcher pick a free one")
     launch_id = procs.new_launch_id()
-    log_root = config.scratch_dir(f"launch/{time.strftime('%Y%m%d-%H%M%S')}-{launch_id}").resolve()
-    endpoint = f"127.0.0.1:{port or procs.free_ports(1)[0]}" if nnodes > 1 else None
+    log_root = scratch_dir(f"launch/{time.strftime('%Y%m%d-%H%M%S')}-{launch_id}").resolve()
+    endpoint = f"127.0.0.1:{procs.free_ports(1)[0]}" if nnodes > 1 else None
     cmd = scripts.torchrun_command(path, args, nproc_per_node=nproc, nnodes=nnodes,
                                    rdzv_endpoint=endpoint, rdzv_id=launch_id, log_dir=log_root,
                                    module="accelkit.scripts")
@@ -330,21 +281,12 @@ def python(script: str | os.PathLike[str], args: Sequence[Any] = (), *, n: int =
            tf: bool = False, timeout_s: float = 120, threads: int | None = None,
            env: Mapping[str, str] | None = None, out: str | os.PathLike[str] | None = None,
            stream: bool = True, check: bool = True) -> LaunchResult:
-    """Run ``n`` plain Python processes of ``script`` (ranks 0..n-1), streaming, with a timeout.
+    """Run ``n`` plain Python processes of ``script`` (ranks 0..n-1); one failing stops the rest.
 
-    ``n=1``: the single-process baseline of a distributed script.  ``tf=True``: TensorFlow
-    workers, each with its ``TF_CONFIG`` (tf.distribute docs, "Multi-worker training with
+    ``tf=True``: each gets its ``TF_CONFIG`` (tf.distribute, "Multi-worker training with
     Keras": ``{"cluster": {"worker": ["localhost:PORT", ...]}, "task": {"type": "worker",
-    "index": i}}``, a free port each) and the GPUs hidden (``CUDA_VISIBLE_DEVICES=-1``).  When
-    one fails the others are stopped at once (they would wait for it forever).
-
-    Args:
-        n: number of processes, >= 1; ``tf``: give each a ``TF_CONFIG``.
-        script, args, timeout_s, env, out, stream, check: as in :func:`torchrun`.
-        threads: ``OMP_NUM_THREADS`` per process; default: inherit (1 per TF worker).
-
-    Returns:
-        A :class:`LaunchResult` with ``exit_codes``/``logs`` per rank (worker index).
+    "index": i}}``) and ``CUDA_VISIBLE_DEVICES=-1``.  ``threads``: default inherit (1 per TF
+    worker); the other arguments as in :func:`torchrun`.  Returns a :class:`LaunchResult`.
 
     Raises:
         ValueError: for ``n < 1``, ``timeout_s <= 0`` or bad ``threads``.
@@ -365,67 +307,21 @@ def python(script: str | os.PathLike[str], args: Sequence[Any] = (), *, n: int =
         for i in range(n)]
     result = _run("tf" if tf else "python", children, procs.new_launch_id(), timeout_s=timeout_s,
                   stream=stream, out=out)
-    codes = result.returncodes
-    result.exit_codes = {i: rc for i, rc in enumerate(codes) if rc is not None}
-    failed = [(i, rc) for i, rc in enumerate(codes) if rc not in (0, None)]
-    # The first to fail with an ordinary error (>0) is the cause; the others were stopped.
-    first = [i for i, rc in failed if rc > 0]
-    result.failed_rank = first[0] if first else (failed[0][0] if failed and not
-                                                  result.timed_out else None)
+    result.exit_codes = {i: rc for i, rc in enumerate(result.returncodes) if rc is not None}
+    # the first to fail with an ordinary error (> 0) is the cause; the others were stopped
+    failed = sorted((c < 0, r) for r, c in result.exit_codes.items() if c != 0)
+    if failed and not (failed[0][0] and result.timed_out):
+        result.failed_rank = failed[0][1]
     if tf:  # label the logs "worker i"
         result.logs = {i: result.logs.get(i, "") for i in range(n)}
     return _finish(result, stream, check)
 
 
-def _spawn_group(fn: Callable[..., Any], args: Sequence[Any], nprocs: int, timeout_s: float,
-                 sys_path: list[str]) -> tuple[bool, BaseException | None, str]:
-    """Run ``fn(rank, *args)`` in tagged spawned children, their stderr in a file (not the
-    terminal running Jupyter); kill them all at the end.  Returns (timed out, torch's
-    exception when a child failed or None, the children's stderr)."""
-    import torch.multiprocessing as mp  # imports torch: only when spawning
-
-    launch_id = procs.new_launch_id()
-    # multiprocessing's resource tracker is shared by later calls: start it untagged, with
-    # the real stderr, so the clean-up below never takes it for one of our children.
-    resource_tracker.ensure_running()
-    with tempfile.TemporaryFile() as err:
-        saved = os.dup(2)
-        try:  # the children inherit the marker, sys_path and fd 2 at start; restored after
-            with mock.patch.dict(os.environ, {procs.MARKER_ENV: launch_id}), \
-                    mock.patch.object(sys, "path", sys_path):
-                os.dup2(err.fileno(), 2)
-                ctx = mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=False,
-                                         start_method="spawn")
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        deadline, error = time.perf_counter() + timeout_s, None
-        try:
-            while not ctx.join(timeout=0.1) and time.perf_counter() <= deadline:
-                pass
-        except Exception as exc:  # reported by spawn(), with the children's stderr
-            error = exc
-        timed_out = error is None and time.perf_counter() > deadline and any(
-            p.is_alive() for p in ctx.processes)
-        live = [procs.process(p.pid) for p in ctx.processes if p.is_alive()]
-        procs.kill_all([q for q in live if q is not None], launch_id, grace_s=2.0)
-        err.seek(0)
-        return timed_out, error, err.read().decode("utf-8", "replace").strip()
-
-
 def spawn(fn: Callable[..., Any], *, nprocs: int = 2, args: Sequence[Any] = (),
           timeout_s: float = 60) -> None:
-    """Run ``fn(rank, *args)`` in ``nprocs`` processes with ``torch.multiprocessing``.
-
-    Like ``torch.multiprocessing.spawn`` with a time limit and the children's stderr
-    captured: a function defined in a notebook cannot be unpickled in a spawned child (it
-    imports ``__main__`` afresh), and its ``AttributeError`` would land in the terminal running
-    Jupyter.  A function of a script loaded with :func:`accelkit.scripts.import_worker` works
-    (the children get the script's folder on ``sys.path``).
-
-    Args:
-        fn: a function importable by name; ``args``: passed after the rank.
-        nprocs: number of processes, >= 1; ``timeout_s``: seconds before the kill, > 0.
+    """``torch.multiprocessing.spawn`` of ``fn(rank, *args)`` in ``nprocs`` processes, with a
+    time limit and the children's stderr (a notebook's function cannot be unpickled in a child;
+    one from :func:`accelkit.scripts.import_worker` can: its folder goes on their ``sys.path``).
 
     Raises:
         ValueError: for ``nprocs < 1`` or ``timeout_s <= 0``.
@@ -437,7 +333,35 @@ def spawn(fn: Callable[..., Any], *, nprocs: int = 2, args: Sequence[Any] = (),
         raise ValueError(f"nprocs must be an int >= 1, got {nprocs!r}")
     if not timeout_s > 0:
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
-    timed_out, error, stderr = _spawn_group(fn, args, nprocs, timeout_s, scripts.sys_path_for(fn))
+    import torch.multiprocessing as mp  # imports torch: only when spawning
+
+    launch_id = procs.new_launch_id()
+    # multiprocessing's resource tracker is shared by later calls: start it untagged, with
+    # the real stderr, so the clean-up below never takes it for one of our children.
+    resource_tracker.ensure_running()
+    with tempfile.TemporaryFile() as err:
+        saved = os.dup(2)
+        try:  # the children inherit the marker, sys.path and fd 2 at start; restored after
+            with mock.patch.dict(os.environ, {procs.MARKER_ENV: launch_id}), \
+                    mock.patch.object(sys, "path", scripts.sys_path_for(fn)):
+                os.dup2(err.fileno(), 2)
+                ctx = mp.start_processes(fn, args=tuple(args), nprocs=nprocs, join=False,
+                                         start_method="spawn")
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        deadline, error = time.perf_counter() + timeout_s, None
+        try:
+            while not ctx.join(timeout=0.1) and time.perf_counter() <= deadline:
+                pass
+        except Exception as exc:  # reported below, with the children's stderr
+            error = exc
+        timed_out = error is None and time.perf_counter() > deadline and any(
+            p.is_alive() for p in ctx.processes)
+        live = [procs.process(p.pid) for p in ctx.processes if p.is_alive()]
+        procs.kill_all([q for q in live if q is not None], launch_id, grace_s=2.0)
+        err.seek(0)
+        stderr = err.read().decode("utf-8", "replace").strip()
     if timed_out:
         raise TimeoutError(f"spawned processes ran past {timeout_s:g} s and were killed")
     if error is not None:
@@ -449,9 +373,8 @@ def spawn(fn: Callable[..., Any], *, nprocs: int = 2, args: Sequence[Any] = (),
 
 @dataclass(frozen=True)
 class WorkerPlan:
-    """How many worker processes per node (``nproc``), on which ``device`` (``"cuda"``: one
-    GPU each, NCCL; ``"cpu"``: gloo), their ``env`` (``CUDA_VISIBLE_DEVICES=""`` hides GPUs
-    when there are fewer than processes), and the ``reason`` in one sentence."""
+    """``nproc`` workers per node on ``device`` (``"cuda"``: a GPU each; ``"cpu"``: gloo), their
+    ``env`` (``CUDA_VISIBLE_DEVICES=""`` on the CPU), and the ``reason`` in one sentence."""
 
     nproc: int
     device: str
@@ -461,25 +384,16 @@ class WorkerPlan:
     def torchrun(self, script: str | os.PathLike[str], args: Sequence[Any] = (), *,
                  nproc: int | None = None, env: Mapping[str, str] | None = None,
                  **launch: Any) -> LaunchResult:
-        """:func:`torchrun` with this plan's ``nproc`` (unless given) and ``env`` (``env`` is
-        added); other keywords go to :func:`torchrun`, e.g. ``PLAN.torchrun(script, args,
-        out=SCRATCH / "r.json").read_json()``.  Returns and raises as :func:`torchrun`.
-        """
+        """:func:`torchrun` with this plan's ``nproc`` (unless given) and ``env`` (``env``
+        added); returns and raises as :func:`torchrun`."""
         return torchrun(script, args, nproc=nproc or self.nproc,
                         env={**self.env, **dict(env or {})}, **launch)
 
 
 def worker_plan(nproc: int | None = None) -> WorkerPlan:
-    """Choose ``nproc`` workers per node (default: the number of GPUs, at least 2): one per GPU
-    when there are enough GPUs, else all on the CPU with gloo (two processes cannot share one
-    GPU under NCCL).
-
-    Returns:
-        A :class:`WorkerPlan`; launch with ``plan.torchrun(script, args, ...)``.
-
-    Raises:
-        ValueError: for ``nproc < 1``.
-    """
+    """Plan ``nproc`` workers per node (default: the GPUs, at least 2): one per GPU when there
+    are enough, else all on the CPU with gloo (NCCL cannot share one GPU between processes).
+    Raises ValueError for ``nproc < 1``."""
     from accelkit import device
 
     if nproc is not None and (not isinstance(nproc, int) or nproc < 1):

@@ -1,19 +1,11 @@
 """Worker scripts and what they leave behind: find, show, import; their files and stacks.
 
-The committed scripts live in ``notebooks/workers/``: :func:`worker_script` finds one,
-:func:`show` displays it (one ``# region NAME`` ... ``# endregion``, or its diff from
-another), :func:`import_worker` imports it so a notebook can call its ``main()``;
-:func:`fresh_path` and :func:`read_json` handle the files it writes.  The Python stacks in a
-worker's output: :func:`last_stack`, :func:`traceback_frames`, :func:`where_waiting`.
-
-What torchrun records about failed workers, from files, never its printed report: every
-worker's error file (``$TORCHELASTIC_ERROR_FILE``, written by ``@record`` or
-:func:`accelkit.dist.session`) holds its exception; exit codes are known only to the agent,
-whose ``ChildFailedError`` :func:`main` (``python -m accelkit.scripts <torchrun args>``)
-writes to ``$ACCELKIT_FAILURE_REPORT``; :func:`read_failures` joins both.  torch 2.9 reports
-only the workers failed when the agent noticed the first (pytorch/pytorch#160908), so ranks
-with an error file beside theirs are added, exit code and pid unknown.  Starting workers:
-:mod:`accelkit.launch`; the code inside them: :mod:`accelkit.dist`.
+Scripts in ``notebooks/workers/``: :func:`worker_script`, :func:`show`, :func:`import_worker`,
+:func:`fresh_path`, :func:`read_json`.  Stacks in a worker's output: :func:`last_stack`,
+:func:`where_waiting`.  Failed workers, read from files (never torchrun's printed report):
+each worker's error file holds its exception; :func:`main` (``python -m accelkit.scripts
+<torchrun args>``) writes the agent's ``ChildFailedError`` (exit codes) to
+``$ACCELKIT_FAILURE_REPORT``; :func:`read_failures` joins both.
 """
 
 from __future__ import annotations
@@ -40,12 +32,8 @@ _NO_FILE = "<N/A>"  # torch's ProcessFailure.error_file when the worker wrote no
 
 
 def worker_script(name: str) -> Path:
-    """Return the path of a committed worker script: ``./workers/name`` (a notebook's own
-    folder), else this checkout's ``notebooks/workers/name``.
-
-    Raises:
-        FileNotFoundError: naming the folders searched.
-    """
+    """Return ``./workers/name`` if it exists, else this checkout's ``notebooks/workers/name``;
+    raises FileNotFoundError naming the folders searched."""
     here, repo = Path("workers") / name, _REPO_WORKERS / name
     for cand in (here, repo):
         if cand.is_file():
@@ -55,18 +43,9 @@ def worker_script(name: str) -> Path:
 
 
 def import_worker(name: str) -> ModuleType:
-    """Import the worker script ``name`` (found by :func:`worker_script`) as a module.
-
-    The module is registered in ``sys.modules`` under the file's stem (``"single_train"``),
-    so its functions pickle by name; :func:`accelkit.launch.spawn` puts its folder on the
-    children's ``sys.path`` (:func:`sys_path_for`).  Each call runs the file afresh.
-
-    Returns:
-        The module; call e.g. ``module.main(["--out", path])``.
-
-    Raises:
-        FileNotFoundError: when there is no such script.
-    """
+    """Import the worker script ``name`` afresh as a module, registered in ``sys.modules``
+    under the file's stem so its functions pickle by name (:func:`sys_path_for`); raises
+    FileNotFoundError when there is no such script."""
     path = worker_script(name)
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
@@ -81,11 +60,8 @@ def import_worker(name: str) -> ModuleType:
 
 
 def sys_path_for(fn: Callable[..., Any]) -> list[str]:
-    """Return ``sys.path`` plus the folder of ``fn``'s script, for spawned children that
-    import ``fn``'s module by name (a script loaded with :func:`import_worker` is not on
-    ``sys.path``).  Functions of ``__main__``, of packages, or of importable modules leave
-    ``sys.path`` as it is.
-    """
+    """Return ``sys.path`` with the folder of ``fn``'s script first (a script loaded with
+    :func:`import_worker`), for spawned children; else ``sys.path`` as it is."""
     name = getattr(fn, "__module__", "") or ""
     file = getattr(sys.modules.get(name), "__file__", None)
     if name == "__main__" or "." in name or not file:
@@ -95,12 +71,8 @@ def sys_path_for(fn: Callable[..., Any]) -> list[str]:
 
 
 def script_source(path: str | os.PathLike[str], region: str | None = None) -> str:
-    """Return a script's text, or only the lines of one ``# region NAME`` ... ``# endregion``.
-
-    Raises:
-        FileNotFoundError: when the file does not exist.
-        ValueError: when the region marker is missing.
-    """
+    """Return a script's text, or the lines between ``# region NAME`` and ``# endregion``;
+    raises FileNotFoundError (no such file), ValueError (no such region marker)."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     if region is not None:
         start = next((i for i, s in enumerate(lines) if s.strip() == f"# region {region}"), None)
@@ -113,11 +85,7 @@ def script_source(path: str | os.PathLike[str], region: str | None = None) -> st
 
 
 def script_diff(old: str | os.PathLike[str], new: str | os.PathLike[str], context: int = 1) -> str:
-    """Return a unified diff from script ``old`` to script ``new`` (``context`` lines around).
-
-    Raises:
-        FileNotFoundError: when a file does not exist.
-    """
+    """Return a unified diff from script ``old`` to ``new`` (FileNotFoundError if missing)."""
     a, b = (Path(p).read_text(encoding="utf-8").splitlines() for p in (old, new))
     return "\n".join(difflib.unified_diff(a, b, Path(old).name, Path(new).name, n=context,
                                           lineterm=""))
@@ -125,14 +93,8 @@ def script_diff(old: str | os.PathLike[str], new: str | os.PathLike[str], contex
 
 def show(path: str | os.PathLike[str], region: str | None = None, *,
          diff_from: str | os.PathLike[str] | None = None) -> None:
-    """Display a worker script, one region of it (:func:`script_source`), or with
-    ``diff_from`` its diff from that older script (:func:`script_diff`), as highlighted code.
-
-    Falls back to ``print`` outside IPython.
-
-    Raises:
-        FileNotFoundError, ValueError: as :func:`script_source`.
-    """
+    """Display a script, one region of it, or its diff from ``diff_from``, as highlighted
+    code (``print`` without IPython); raises as :func:`script_source`."""
     if diff_from is not None:
         text, lang = script_diff(diff_from, path), "diff"
         title = f"{Path(diff_from).name} -> {Path(path).name}"
@@ -148,23 +110,15 @@ def show(path: str | os.PathLike[str], region: str | None = None, *,
 
 
 def fresh_path(path: str | os.PathLike[str]) -> Path:
-    """Return ``path`` for a worker to write, after deleting the file or folder a previous run
-    left there (it would pass for this run's result if the worker fails); its parent created."""
+    """Return ``path`` with its parent created and a previous run's file or folder deleted."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    if p.is_dir():
-        shutil.rmtree(p)
-    else:
-        p.unlink(missing_ok=True)
+    shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
     return p
 
 
 def read_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read the JSON results a worker wrote (see :func:`accelkit.dist.save_json`).
-
-    Raises:
-        FileNotFoundError: when the worker did not write it (did it fail? see the launch log).
-    """
+    """Read the JSON a worker wrote (FileNotFoundError when it did not)."""
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no results at {p}: the worker did not write them "
@@ -204,20 +158,21 @@ _DUMP_HEAD = re.compile(r"^(Current thread|Thread) 0x[0-9a-f]+ .*most recent cal
 
 
 def last_stack(log: str) -> list[Frame]:
-    """Return the main thread's stack from the last ``faulthandler`` dump in ``log``: the
-    thread whose outermost frame is ``<module>``, else the "Current thread" (the one that got
-    the stack signal), else the first listed; source lines filled in from the files.
-
-    Returns:
-        Its frames, innermost first; ``[]`` when ``log`` holds no dump.
-    """
+    """Return the main thread's frames (innermost first, source lines filled in) from the
+    last ``faulthandler`` dump in ``log``: the thread whose outermost frame is ``<module>``,
+    else the "Current thread", else the first; ``[]`` without a dump."""
     lines = log.splitlines()
     heads = [i for i, s in enumerate(lines) if _DUMP_HEAD.match(s.strip())]
     if not heads:
         return []
+    start = heads[-1]  # the last dump begins at the first of its thread headers
+    for h in reversed(heads[:-1]):
+        if not all(_FRAME.match(s) or not s.strip() for s in lines[h + 1:start]):
+            break
+        start = h
     blocks: list[list[Frame]] = []
     current = -1  # the block faulthandler marks "Current thread" (the one that dumped)
-    for s in lines[_dump_start(lines, heads):]:
+    for s in lines[start:]:
         if _DUMP_HEAD.match(s.strip()):
             current = len(blocks) if s.strip().startswith("Current thread") else current
             blocks.append([])
@@ -230,39 +185,19 @@ def last_stack(log: str) -> list[Frame]:
     return main[0] if main else blocks[max(current, 0)]
 
 
-def _dump_start(lines: Sequence[str], heads: Sequence[int]) -> int:
-    """The first line of the last dump: the first of its thread headers."""
-    start = heads[-1]
-    for h in reversed(heads[:-1]):
-        if all(_FRAME.match(s) or not s.strip() for s in lines[h + 1:start]):
-            start = h
-        else:
-            break
-    return start
-
-
 def traceback_frames(traceback: str) -> list[Frame]:
-    """Return the frames of a Python traceback text, innermost first (the order of
-    :func:`last_stack`), with their source lines."""
-    lines = traceback.splitlines()
-    frames = []
-    for i, s in enumerate(lines):
-        m = _FRAME.match(s)
-        if m:
-            code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.match(
-                lines[i + 1]) else ""
-            frames.append(Frame(m["file"], int(m["line"]), m["func"], code))
-    return frames[::-1]
+    """Return the frames of a Python traceback text, innermost first, with their code."""
+    lines = traceback.splitlines() + [""]
+    return [Frame(m["file"], int(m["line"]), m["func"],
+                  "" if _FRAME.match(lines[i + 1]) else lines[i + 1].strip())
+            for i, s in enumerate(lines) if (m := _FRAME.match(s))][::-1]
 
 
 def where_waiting(frames: Sequence[Frame]) -> str:
-    """Say in one line where a stack (innermost first) was: torch's call and the caller's line.
-
-    The call is the outermost torch frame below the caller's code (``barrier``, ``all_reduce``,
-    ``backward``, where DDP all-reduces gradients); the caller is the frame that made it.
-    Example: ``"barrier (torch/distributed/distributed_c10d.py:5356), called from
-    accelkit/dist.py:283 in teardown: dist.barrier()"``.
-    """
+    """Say in one line where a stack (innermost first) was: the outermost torch call below the
+    caller's code (``barrier``, ``all_reduce``, ``backward``) and the caller's line, e.g.
+    ``"barrier (torch/distributed/distributed_c10d.py:5356), called from accelkit/dist.py:283
+    in teardown: dist.barrier()"``."""
     if not frames:
         return "(no stack)"
     callers = [i for i, f in enumerate(frames) if not f.in_torch]
@@ -281,20 +216,10 @@ def where_waiting(frames: Sequence[Frame]) -> str:
 
 @dataclass(frozen=True)
 class RankFailure:
-    """One failed worker, as its agent and its error file recorded it.
-
-    Attributes:
-        rank: global rank.
-        local_rank: rank on its node.
-        exitcode: exit status (negative: killed by that signal); None when the agent did not
-            record it (a rank read from its error file only, see :func:`read_failures`).
-        pid: process id; None when the agent did not record it.
-        timestamp: seconds since the epoch: the error file's modification time (finer than
-            the whole seconds inside it), else when the agent noticed the failure.
-        error_file: the worker's error file, or None when it wrote none.
-        message: ``"ExceptionType: text"`` from the error file ("" without one).
-        traceback: the Python traceback from the error file ("" without one).
-    """
+    """One failed worker: ``rank`` (global), ``local_rank``, ``exitcode`` (negative: that
+    signal) and ``pid`` (None when the agent did not record them), ``timestamp`` (seconds since
+    the epoch: the error file's mtime, else when the agent noticed), ``error_file`` (or None),
+    and from it ``message`` (``"Type: text"``) and ``traceback`` ("" without one)."""
 
     rank: int
     local_rank: int
@@ -307,9 +232,9 @@ class RankFailure:
 
 
 def read_error_file(path: str | os.PathLike[str]) -> tuple[str, str]:
-    """Read a worker's ``error.json`` in either layout torch reads (``{"message": {"message":
-    ..., "extraInfo": {"py_callstack": ...}}}`` from ``ErrorHandler.record_exception``, or
-    ``{"message": "..."}``): ``(message, traceback)``, ``("", "")`` if missing or not JSON."""
+    """Return ``(message, traceback)`` from a worker's ``error.json`` in either layout torch
+    reads (``{"message": {"message": ..., "extraInfo": {"py_callstack": ...}}}`` or
+    ``{"message": "..."}``); ``("", "")`` if missing or not JSON."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -329,18 +254,14 @@ def _failure(rank: int, row: dict[str, Any]) -> RankFailure:
         stamp = error_file.stat().st_mtime if error_file else float(row["timestamp"])
     except OSError:
         stamp = float(row["timestamp"])
-    return RankFailure(rank=rank, local_rank=int(row["local_rank"]),
-                       exitcode=int(row["exitcode"]), pid=int(row["pid"]), timestamp=stamp,
-                       error_file=error_file, message=message, traceback=tb)
+    code, pid = row.get("exitcode"), row.get("pid")  # None: a rank read from its file only
+    return RankFailure(rank, int(row["local_rank"]), None if code is None else int(code),
+                       None if pid is None else int(pid), stamp, error_file, message, tb)
 
 
 def _unreported(reported: dict[int, RankFailure]) -> dict[int, RankFailure]:
-    """Ranks with an error file beside a reported rank's that the agent's report leaves out.
-
-    Error files lie in ``<attempt>/<local rank>/<name>`` and a node's global ranks are its
-    first global rank plus the local rank, so one reported rank with an error file places its
-    node's others.  Only files holding an exception count.
-    """
+    """Ranks left out of the report whose error file (holding an exception) lies beside a
+    reported rank's, in ``<attempt>/<local rank>/``: global rank = node's first + local."""
     found: dict[int, RankFailure] = {}
     for f in reported.values():
         if f.error_file is None:
@@ -354,22 +275,18 @@ def _unreported(reported: dict[int, RankFailure]) -> dict[int, RankFailure]:
             rank, path = first + int(folder.name), folder / f.error_file.name
             if rank in reported or rank in found or not path.is_file():
                 continue
-            message, tb = read_error_file(path)
-            if message or tb:
-                found[rank] = RankFailure(rank=rank, local_rank=int(folder.name), exitcode=None,
-                                          pid=None, timestamp=path.stat().st_mtime,
-                                          error_file=path, message=message, traceback=tb)
+            new = _failure(rank, {"local_rank": folder.name, "error_file": str(path),
+                                  "timestamp": 0})
+            if new.message or new.traceback:
+                found[rank] = new
     return found
 
 
 def read_failures(reports: Iterable[str | os.PathLike[str]]) -> dict[int, RankFailure]:
-    """Join the failure reports :func:`main` wrote (one per agent; missing ones skipped) with
-    the error files; a rank left out whose error file lies beside a reported rank's is added
-    with ``exitcode`` and ``pid`` None (see the module docstring).
-
-    Returns:
-        The failed workers by global rank, sorted by rank.
-    """
+    """Return the failed workers by global rank, sorted: the reports :func:`main` wrote (one
+    per agent; missing ones skipped) joined with the error files.  torch 2.9 reports only the
+    ranks failed when the agent noticed the first (pytorch/pytorch#160908): ranks with an
+    error file beside theirs are added, ``exitcode`` and ``pid`` None."""
     found: dict[int, RankFailure] = {}
     for report in reports:
         try:
@@ -382,21 +299,15 @@ def read_failures(reports: Iterable[str | os.PathLike[str]]) -> dict[int, RankFa
     return dict(sorted(found.items()))
 
 
-#: Lower-case parts of the errors a rank gets when a *peer* went away (gloo: "Connection
-#: closed by peer", a reset, a broken pipe; NCCL: "remote process exited").
+#: Lower-case parts of the errors a rank gets when a *peer* went away (gloo, NCCL).
 PEER_GONE = ("closed by peer", "reset by peer", "broken pipe", "remote process exited")
 
 
 def root_cause(failures: dict[int, RankFailure]) -> int | None:
-    """Return the rank that most likely failed first, or None when none failed.
-
-    torch picks the earliest timestamp, but its timestamps are whole seconds and a worker
-    torchrun stopped gets the time it was noticed.  So, in order: a worker that recorded an
-    exception, one not stopped with SIGTERM (what torchrun stops the others with), one whose
-    exception is not its peer going away (:data:`PEER_GONE`: a rank that timed out in a
-    collective closes its sockets, and the rank waiting on it may write its error file
-    first), the earliest :attr:`RankFailure.timestamp`, the lowest rank.
-    """
+    """Return the rank that most likely failed first (None when none failed): preferring, in
+    order, one that recorded an exception, one not stopped with SIGTERM (as torchrun stops the
+    rest), one whose peer did not go away (:data:`PEER_GONE`), the earliest timestamp (torch's
+    own are whole seconds), the lowest rank."""
     if not failures:
         return None
     return min(failures.values(), key=lambda f: (
@@ -405,10 +316,8 @@ def root_cause(failures: dict[int, RankFailure]) -> int | None:
 
 
 def rank_log_files(log_root: Path, failure: RankFailure) -> str:
-    """Return a failed rank's ``stderr.log`` + ``stdout.log`` from torchrun's ``--log-dir``:
-    the folder of its error file, else ``*/attempt_*/<local rank>`` under ``log_root`` if
-    exactly one agent wrote there ("" otherwise).
-    """
+    """Return a failed rank's ``stderr.log`` + ``stdout.log`` from its error file's folder, else
+    from the one ``*/attempt_*/<local rank>`` under ``log_root`` ("" if not exactly one)."""
     if failure.error_file is not None:
         folders = [failure.error_file.parent]
     else:
@@ -425,25 +334,15 @@ def torchrun_command(script: str | os.PathLike[str], args: Sequence[Any] = (), *
                      log_dir: str | os.PathLike[str] | None = None,
                      python: str | None = None, as_torchrun: bool = False,
                      module: str = "torch.distributed.run") -> list[str]:
-    """Build the ``torchrun`` command line (as a list) that runs ``script`` on one node.
-
-    ``nnodes == 1`` gives ``torchrun --standalone --nproc-per-node=N script.py ...``;
-    ``nnodes > 1`` the form that runs unchanged on every node: ``--nnodes=M
-    --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --rdzv-id=ID`` (torchrun docs, "Elastic launch").
+    """Return the torchrun argument list that runs ``script`` on one node: ``--standalone
+    --nproc-per-node=N`` for one node, else ``--nnodes=M --rdzv-backend=c10d
+    --rdzv-endpoint=HOST:PORT --rdzv-id=ID`` (the same on every node; torchrun docs).
 
     Args:
-        script, args: the training script and its arguments.
-        nproc_per_node, nnodes: processes per node (one per GPU), nodes; >= 1 each.
-        rdzv_endpoint: ``host:port`` of the rendezvous (node 0); required when ``nnodes > 1``.
-        rdzv_id: a job id shared by all nodes.
-        log_dir: add ``--tee=3 --log-dir=...`` (each rank's output and error file there).
-        python: the interpreter; default: this one.
-        as_torchrun: start with ``torchrun`` instead (to print for a cluster).
-        module: run as ``python -m module``: ``torch.distributed.run`` (what ``torchrun``
-            runs) or ``accelkit.scripts`` (the same plus the failure report, :func:`main`).
-
-    Returns:
-        The argument list for ``subprocess``; ``shlex.join`` it to print.
+        rdzv_endpoint: node 0's ``host:port``, required when ``nnodes > 1``.
+        log_dir: add ``--tee=3 --log-dir=...`` (per-rank output and error files).
+        python: the interpreter (default: this one); ``as_torchrun``: start with ``torchrun``.
+        module: ``python -m module``: ``torch.distributed.run`` or ``accelkit.scripts``.
 
     Raises:
         ValueError: for ``nproc_per_node < 1``, ``nnodes < 1`` or a missing endpoint.
@@ -466,12 +365,8 @@ def torchrun_command(script: str | os.PathLike[str], args: Sequence[Any] = (), *
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run torchrun with ``argv``; on a worker failure write the report, then fail as it does.
-
-    Raises:
-        ChildFailedError: torchrun's own, re-raised after its ``failures`` are written as
-            JSON to ``$ACCELKIT_FAILURE_REPORT`` (when set).
-    """
+    """Run torchrun with ``argv``; on ``ChildFailedError`` write its ``failures`` as JSON to
+    ``$ACCELKIT_FAILURE_REPORT`` (when set), then re-raise it."""
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 

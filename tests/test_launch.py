@@ -223,11 +223,6 @@ def test_busy_ports_and_a_lingering_group_do_not_block_a_new_run(ok_worker, tmp_
                 socks.append(s)
             except OSError:
                 s.close()  # already busy: even better
-        busy = socks[0].getsockname()[1] if socks else 29500
-        t0 = time.perf_counter()
-        with pytest.raises(procs.PortInUseError, match="pass port=None"):
-            launch.torchrun(ok_worker, nproc=2, nnodes=2, port=busy, timeout_s=30)
-        assert time.perf_counter() - t0 < 1.0  # refused before starting anything
         res = launch.torchrun(ok_worker, nproc=2, timeout_s=60, stream=False)
         assert res.ok and old.poll() is None  # the old group still runs, the new one passed
     finally:

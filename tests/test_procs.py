@@ -26,17 +26,11 @@ def _py(code, rank=None, **env):
     return procs.Child([sys.executable, "-c", code], procs.child_env(env), rank)
 
 
-def test_ports():
-    port = procs.free_ports(1)[0]
-    assert procs.is_port_free(port)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", port))
-        s.listen()
-        assert not procs.is_port_free(port)
-    with pytest.raises(ValueError):
-        procs.is_port_free(0)
+def test_free_ports_are_distinct_and_bindable():
     ports = procs.free_ports(3)
     assert len(set(ports)) == 3
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports[0]))
 
 
 def test_describe_exit():
