@@ -1,22 +1,13 @@
 """Timing built on ``torch.utils.benchmark``: warm-up, synchronisation, median and spread.
 
-``measure`` times one callable; ``compare`` times two *interleaved* in the same run and
-returns the speedup, which is what the notebooks' asserts check (a ratio of two
-measurements taken side by side is stable on a noisy shared CPU; an absolute time is not).
-A claim given to ``compare`` (``at_least=``/``at_most=``) is decided *sequentially*, with an
-error rate that holds however many looks it takes (:func:`compare`; ``tests/test_bench.py``
-checks it on 10,000 simulated comparisons).
+``measure`` times one callable; ``compare`` times two *interleaved* and returns the per-pair
+speedups (a ratio of neighbours stays stable on a noisy shared CPU; an absolute time does
+not), deciding a claim (``at_least=``/``at_most=``) sequentially with an error rate that holds
+over all its looks (``tests/test_bench.py`` checks it on 10,000 simulated comparisons).
+The Timer synchronises CUDA; MPS/XLA are synchronised here (``device=``).
 
-GPU kernels run asynchronously: ``torch.utils.benchmark.Timer`` synchronises CUDA itself,
-and for other devices (MPS, XLA) this module wraps the callable so the clock stops only when
-the result exists (``device=``).
-
-Owns: :class:`Timing`, :class:`Comparison`, ``measure``, ``compare`` (and its default
-:data:`LOOKS`), ``time_once``, ``fit_size``, ``format_time``.
-Lives elsewhere: the statistics, the verdict rule and the sequential plan
-(:mod:`accelkit.stats`), timing TensorFlow callables (:mod:`accelkit.tf`), asserting a
-verdict in a notebook (:func:`accelkit.claims.assert_speedup`), device synchronisation
-(:mod:`accelkit.device`).
+Lives elsewhere: statistics and the sequential plan (:mod:`accelkit.stats`), timing TensorFlow
+(:mod:`accelkit.tf`), asserting a verdict (:func:`accelkit.claims.assert_speedup`).
 """
 
 from __future__ import annotations
@@ -42,18 +33,9 @@ from accelkit.stats import (
 
 @dataclass(frozen=True)
 class Timing:
-    """The timing of one callable.
-
-    Attributes:
-        label: what was timed.
-        times_s: seconds per call, one entry per timed block (each block runs the callable
-            several times and divides).
-        flops: floating-point operations per call, if given (for TFLOP/s).
-        bytes_moved: bytes read + written per call, if given (for GB/s).
-        samples: samples processed per call, if given (for samples/s).
-        threads: torch intra-op threads used while timing.
-        device: the device string the work ran on.
-    """
+    """The timing of one callable: ``times_s`` holds seconds per call, one per timed block;
+    ``flops``, ``bytes_moved`` (read + written) and ``samples`` per call give the rates;
+    ``threads`` is torch's intra-op threads while timing, ``device`` where the work ran."""
 
     label: str
     times_s: tuple[float, ...]
@@ -100,22 +82,16 @@ class Timing:
 class Comparison:
     """Two callables timed in interleaved pairs (A B, B A, A B ...) in the same run.
 
-    The speedup is a distribution, one ratio per pair (``baseline time / candidate time`` of
-    two back-to-back samples), because on a shared or throttling machine the speed of *both*
-    drifts together: a ratio of neighbours cancels the drift that separate medians keep.
-
     Attributes:
-        baseline: the reference timing (one sample per pair).
-        candidate: the changed version's timing (one sample per pair).
-        ratios: one speed ratio per pair, > 1 where the candidate was faster.
-        confidence: the coverage of :attr:`interval`; for a claim decided while measuring,
-            the coverage of all its looks' intervals together (a repeated confidence
-            interval: the one shown is the last look's).
-        extra: free-form notes (``"extra_s"`` spent on further batches, ``"claim"`` checked
-            while measuring, ``"looks"``: the pairs in all at each look).
-        level: for a claim decided while measuring, the coverage of the last look's own
-            interval (:meth:`accelkit.stats.SequentialPlan.level`, above ``confidence``:
-            each look spends part of the error); None for one look at ``confidence``.
+        baseline, candidate: the two timings, one sample per pair.
+        ratios: ``baseline / candidate`` time per pair, > 1 where the candidate was faster
+            (a ratio of neighbours cancels the drift of a shared machine).
+        confidence: the coverage of :attr:`interval`; with a claim decided while measuring,
+            of all its looks' intervals together.
+        extra: notes: ``"extra_s"`` spent on further batches, the ``"claim"``, ``"looks"``
+            (pairs in all at each look).
+        level: with a claim, the coverage of the last look's own interval
+            (:meth:`accelkit.stats.SequentialPlan.level`); None for one look at ``confidence``.
     """
 
     baseline: Timing
@@ -137,12 +113,8 @@ class Comparison:
 
     @property
     def interval(self) -> tuple[float, float]:
-        """The interval of the median ratio the verdicts are decided from.
-
-        The :func:`~accelkit.stats.median_interval` of the ratios at :attr:`confidence`; for a
-        claim decided while measuring, the last look's :func:`~accelkit.stats.level_interval`
-        at :attr:`level` (``(-inf, inf)`` where that look had too few pairs to say anything).
-        """
+        """The median ratio's interval: :func:`~accelkit.stats.median_interval` at
+        :attr:`confidence`, or with a claim :func:`~accelkit.stats.level_interval` at :attr:`level`."""
         if self.level is None:
             return median_interval(self.ratios, self.confidence)
         return level_interval(self.ratios, self.level)
@@ -153,25 +125,13 @@ class Comparison:
         return relative_iqr(self.ratios)
 
     def verdict(self, at_least: float | None = None, at_most: float | None = None) -> Verdict:
-        """Decide a claim about the speedup from its interval, by :func:`accelkit.stats.decide`.
-
-        Args:
-            at_least: the claim "the candidate is at least this many times faster"
-                (1.0 = "no slower"; 0.5 = "at most 2x slower").
-            at_most: the claim "at most this many times faster" (an upper bound).
-
-        Returns a :class:`~accelkit.stats.Verdict` (``.holds``, ``.refuted``, ``.undecided``);
-        raises ValueError without a bound.
-        """
+        """Decide "the candidate is at least ``at_least`` / at most ``at_most`` times faster"
+        from :attr:`interval` (:func:`accelkit.stats.decide`: a Verdict; ValueError without a bound)."""
         return decide(self.interval, at_least, at_most)
 
     def finding(self) -> str:
-        """Say what this run found, from the interval: faster, slower, or no clear difference.
-
-        Returns:
-            A sentence such as ``"bf16 is faster than fp32: 1.8x (95% interval 1.6x-2.0x,
-            noise ±5%)"``; a slower candidate reads ``"... is slower than ...: 0.59x its speed"``.
-        """
+        """Say what the interval shows: ``"bf16 is faster than fp32: 1.8x (95% interval 1.6x-2.0x,
+        noise ±5%)"``, ``"... is slower than ...: 0.59x its speed"`` or "no clear difference"."""
         low, high = self.interval
         b, c = self.baseline.label, self.candidate.label
         band = f"({self.confidence:.0%} interval {low:.2f}x-{high:.2f}x, noise ±{self.noise / 2:.0%})"
@@ -270,22 +230,9 @@ def measure(fn: Callable[[], Any], *, label: str = "", flops: float | None = Non
 
 
 def time_once(fn: Callable[[], Any], *, device: Any = None) -> float:
-    """Return the seconds one call of ``fn()`` takes, synchronised before and after.
-
-    For one-off costs that repeated timing averages away or warms up first: compilation on
-    a first call, a cold start.  Steady-state speed belongs to :func:`measure`.
-
-    Args:
-        fn: a callable with no arguments (wrap TensorFlow callables in
-            :func:`accelkit.tf.sync`).
-        device: the device the work runs on; it is synchronised (CUDA, MPS, XLA) so the
-            clock stops when the work is done.  Default: the current CUDA device, if any.
-
-    Returns:
-        Wall-clock seconds of the single call.
-
-    Example: ``compile_s = time_once(lambda: compiled(x), device=dev)``
-    """
+    """Return the wall seconds of one call of ``fn()``, ``device`` synchronised before and after
+    (default: the current CUDA device, if any), for one-off costs such as a first compile.
+    Wrap TensorFlow callables in :func:`accelkit.tf.sync`."""
     from accelkit.device import synchronize
 
     synchronize(device)
@@ -299,12 +246,9 @@ def fit_size(make: Callable[[int], Callable[[], Any]], n: int, *, max_call_s: fl
              exponent: float = 3.0, device: Any = None, smallest: int = 128) -> tuple[int, str]:
     """Choose the largest size ``<= n`` (by doubling) whose one call takes at most ``max_call_s``.
 
-    For work whose speed differs by orders of magnitude between machines (a bf16 matmul is
-    5-500x slower than fp32 on a CPU without bf16 units).  Starting at ``smallest``, one call
-    is timed and the size doubled while the next size's predicted time, this one's times
-    ``2 ** exponent`` (8 for an ``(n, n) @ (n, n)`` matmul), stays within ``max_call_s``; each
-    size is measured on the way, so a small size's fixed overhead does not inflate the
-    prediction much.
+    From ``smallest`` on, one call is timed and the size doubled while the next size's
+    predicted time, this one's times ``2 ** exponent`` (8 for an ``(n, n) @ (n, n)`` matmul),
+    stays within ``max_call_s``.
 
     Args:
         make: ``make(size)`` returns the callable to time at that size.
@@ -320,8 +264,6 @@ def fit_size(make: Callable[[int], Callable[[], Any]], n: int, *, max_call_s: fl
 
     Raises:
         ValueError: for ``n < 1`` or ``max_call_s <= 0``.
-
-    Example: ``n, why = fit_size(lambda m: (lambda: a16[:m, :m] @ a16[:m, :m]), 1024, max_call_s=0.05)``
     """
     if n < 1 or max_call_s <= 0:
         raise ValueError(f"need n >= 1 and max_call_s > 0, got n={n}, max_call_s={max_call_s}")
@@ -349,11 +291,9 @@ def fit_size(make: Callable[[int], Callable[[], Any]], n: int, *, max_call_s: fl
                   f"timed at {size} instead")
 
 
-# ------------------------------------------- comparing two callables in interleaved pairs
 #: Pairs timed before a deadline may cut a batch short (6 give a 95 % interval narrower
 #: than (min, max); see :func:`median_interval`).
 MIN_PAIRS = 6
-
 #: The most looks a claim decided while measuring takes, by default (:func:`compare`).
 LOOKS = 4
 
@@ -367,25 +307,18 @@ def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
             confidence: float = 0.95, looks: int = LOOKS) -> Comparison:
     """Time two callables in interleaved pairs and return both and the per-pair speedups.
 
-    Each pair times a sample of A and a sample of B back to back (in alternating order,
-    A B then B A), each sample a few calls lasting about ``min_run_time / pairs`` seconds,
-    on ``torch.utils.benchmark.Timer`` (which synchronises CUDA).  The speedup is the median
-    of the per-pair ratios with a distribution-free interval (:func:`median_interval`).
+    Each pair times a sample of A and of B back to back (A B, then B A), each sample a few
+    calls lasting about ``min_run_time / pairs`` seconds.  The speedup is the median per-pair
+    ratio with a distribution-free interval (:func:`median_interval`).
 
-    With a claim (``at_least`` and/or ``at_most``) the measurement is *sequential*, under a
-    plan fixed before the first pair (:class:`accelkit.stats.SequentialPlan`): at most
-    ``looks`` looks, one after each batch of ``pairs`` pairs.  Look ``j`` takes the
-    order-statistic interval at the level the Pocock-type spending function allows it
-    (the first of four looks at 98.2 %, the second at 98.7 %, ...; the last spends what is
-    left); the claim stops at the first look whose interval lies on one side of its bound,
-    and after the last look, or the look during which ``budget_s`` ran out, it is decided as
-    that look's interval says (Lan & DeMets, Biometrika 70 (1983) 659-663; Jennison &
-    Turnbull, *Group Sequential Methods*, 2000, ch. 9).  The error rate holds over all the
-    looks: with the true speedup exactly at a floor, "holds" comes out in at most
-    ``(1 - confidence) / 2`` of comparisons (2.5 %), as "does not hold here" does; timing a
-    95 % interval after every batch until it decides, the old rule, said "holds" far more
-    often.  :func:`accelkit.claims.assert_speedup` then fails with "does not hold here" or
-    "too noisy to decide", never on a single unlucky attempt.
+    With a claim (``at_least``/``at_most``) it is decided *sequentially* under a plan fixed
+    before the first pair (:class:`accelkit.stats.SequentialPlan`): at most ``looks`` looks,
+    one after each batch of ``pairs`` pairs, each at the level the Pocock-type spending
+    function allows (98.2 %, 98.7 %, ... of four; the last spends the rest), stopping at the
+    first decisive look (Lan & DeMets, Biometrika 70 (1983) 659-663; Jennison & Turnbull,
+    *Group Sequential Methods*, 2000, ch. 9).  With the true speedup exactly at a floor,
+    "holds" comes out in at most ``(1 - confidence) / 2`` of comparisons, as "does not hold
+    here" does, however many looks were taken.
 
     Args:
         baseline: the reference callable.
@@ -399,11 +332,9 @@ def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
         pairs: pairs in the first batch (and in each further batch), >= 6 for a 95 %
             interval narrower than (min, max); with a claim, >= 8 lets the first look decide.
         at_least, at_most: the claim to decide while measuring (see :meth:`Comparison.verdict`).
-        budget_s: the most wall seconds for further batches; default ``4 * 2 * min_run_time``.
-            It cuts the looks short, never adds any: the look during which it runs out is
-            the last.  On a machine so slow that the first batch overruns
-            ``4 * min_run_time``, the batch stops after :data:`MIN_PAIRS` pairs: a comparison
-            ends in bounded time, and a claim it cannot decide fails as "too noisy to decide".
+        budget_s: the most wall seconds for further batches (default ``8 * min_run_time``);
+            the look during which it runs out is the last.  A first batch that overruns
+            ``4 * min_run_time`` stops after :data:`MIN_PAIRS` pairs.
         confidence: the coverage of the interval (with a claim: of all looks together).
         looks: with a claim, the most looks (>= 1; 1: one look at ``confidence``, no more
             pairs); the most pairs timed are ``looks * pairs``.
@@ -414,8 +345,6 @@ def compare(baseline: Callable[[], Any], candidate: Callable[[], Any], *,
     Raises:
         ValueError: for ``pairs < 2``, ``looks < 1``, a confidence outside (0, 1) and as
             :func:`measure`.
-
-    Example: ``c = compare(lambda: a @ b, lambda: a16 @ b16, at_least=1.2); print(c)``
     """
     n_threads = _checked(min_run_time, warmup, threads, pairs)
     plan = SequentialPlan(pairs, looks, confidence)  # declared before the first pair
@@ -451,11 +380,8 @@ def _sample(fn: Callable[[], Any], number: int, threads: int) -> float:
 
 def _pairs(fns: Sequence[Callable[[], Any]], numbers: Sequence[int], count: int, start: int,
            threads: int, stop_at: float = math.inf) -> list[tuple[float, float]]:
-    """Time ``count`` pairs, alternating A B / B A from pair number ``start`` on.
-
-    Stops early once ``time.perf_counter()`` passes ``stop_at`` and at least
-    :data:`MIN_PAIRS` pairs exist in all (``start`` counts the earlier ones).
-    """
+    """Time ``count`` pairs, alternating A B / B A from pair number ``start`` on; stop early
+    past ``stop_at`` (``time.perf_counter()``) once :data:`MIN_PAIRS` pairs exist in all."""
     out: list[tuple[float, float]] = []
     for p in range(start, start + count):
         if p >= MIN_PAIRS and time.perf_counter() > stop_at:
@@ -472,17 +398,10 @@ def _until_decided(got: list[tuple[float, float]],
                    at_least: float | None, at_most: float | None, budget_s: float,
                    plan: SequentialPlan) -> tuple[list[tuple[float, float]], float | None,
                                                   dict[str, Any]]:
-    """Decide the claim ``at_least``/``at_most`` under ``plan``, timing further batches.
-
-    Runs :func:`accelkit.stats.decide_sequentially` on the ratios of the
-    ``(baseline_s, candidate_s)`` pairs: ``got`` is the first batch, ``more(pairs_done,
-    stop_at)`` times the next (cut at ``stop_at``, the end of ``budget_s`` seconds from now).
-
-    Returns:
-        ``(pairs, level, extra)``: every pair timed; the last look's level (``None`` with no
-        claim: one look at the plain interval); ``extra["extra_s"]`` (seconds spent here) and,
-        with a claim, ``extra["claim"]`` and ``extra["looks"]`` (pairs in all at each look).
-    """
+    """Decide the claim under ``plan`` (:func:`accelkit.stats.decide_sequentially`) on the
+    ratios of ``got``, the first batch of ``(baseline_s, candidate_s)`` pairs; ``more(done,
+    stop_at)`` times the next.  Returns ``(pairs, level, extra)``: every pair timed, the last
+    look's level (None without a claim), ``extra`` as :attr:`Comparison.extra`."""
     start = time.perf_counter()
     if at_least is None and at_most is None:
         return got, None, {"extra_s": time.perf_counter() - start}

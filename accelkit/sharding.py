@@ -1,34 +1,20 @@
-"""Spread work over devices: pick a ``tf.distribute`` strategy or JAX's devices for a mesh, say
-which and why; read the collectives XLA put in a compiled program.
+"""Spread work over devices: a ``tf.distribute`` strategy or JAX devices for a mesh, and why;
+the collectives XLA put in a compiled program (:func:`collectives`).
 
-* :func:`choose_strategy` (TensorFlow): a TPU → ``TPUStrategy``; two or more GPUs →
-  ``MirroredStrategy``; otherwise the default strategy (one device, no replication).
-* :func:`choose_mesh` (JAX): a TPU → all its chips; two or more GPUs → all of them; otherwise
-  the host CPU split into ``cpu_devices`` *emulated* devices (JAX's ``jax_num_cpu_devices``,
-  the same as ``XLA_FLAGS=--xla_force_host_platform_device_count``), so the sharding code of a
-  TPU pod runs for real, slowly, on a laptop or CI.
-* :func:`collectives` lists the communication ops of a compiled program
-  (``jax.jit(f).lower(*args).compile().as_text()``) with their bytes and group sizes.
+:func:`choose_strategy`: a TPU → ``TPUStrategy``; 2+ GPUs → ``MirroredStrategy``; else the
+default strategy.  :func:`choose_mesh`: a TPU → all chips; 2+ GPUs → all; else the host CPU
+split into ``cpu_devices`` emulated devices (``jax_num_cpu_devices``, as
+``XLA_FLAGS=--xla_force_host_platform_device_count``), so TPU-pod sharding code runs on CI.
+Both probe cheaply first (device files and env for a TPU, NVML for GPUs; ``TPUClusterResolver``
+only when a TPU looks attached, its errors caught), then ask JAX for the one platform chosen
+(``jax_platforms``).  The probes are parameters so tests fake the hardware.
 
-Both choosers probe cheaply before any framework starts a device: device files and
-environment variables for a TPU (:func:`accelkit.device.has_tpu`), NVML for GPUs
-(:func:`accelkit.device.nvml_gpus`).  ``TPUClusterResolver`` is called only when a TPU looks
-attached, with its errors caught, so "no TPU here" takes milliseconds and a broken TPU setup
-falls back with the reason; JAX is asked for the one platform chosen (``jax_platforms``), so a
-CPU run never loads a TPU or CUDA runtime, nor grabs a TPU held by another process.  The
-probes are parameters (``tpu_probe``, ``gpu_probe``, ``tf``, ``jax``) so tests fake a TPU or
-a multi-GPU machine without the hardware.
-
-Elsewhere: PyTorch process groups and the code inside torchrun workers in :mod:`accelkit.dist`;
-the all-reduce cost model in :mod:`accelkit.comm`; starting worker processes (``TF_CONFIG``,
-the Keras-on-JAX worker) in :mod:`accelkit.launch`; HLO shape sizes in :mod:`accelkit.tf`.
-
-Sources: https://www.tensorflow.org/guide/tpu (``TPUClusterResolver``,
-``experimental_connect_to_cluster``, ``initialize_tpu_system``, ``TPUStrategy``),
-https://www.tensorflow.org/guide/distributed_training (``MirroredStrategy``, the default
-strategy), https://docs.jax.dev/en/latest/notebooks/Distributed_arrays_and_automatic_parallelization.html
-(``Mesh``, ``NamedSharding``, emulated CPU devices) and
-https://docs.jax.dev/en/latest/config_options.html (``jax_num_cpu_devices``, ``jax_platforms``).
+Elsewhere: PyTorch process groups (:mod:`accelkit.dist`), the all-reduce cost model
+(:mod:`accelkit.comm`), starting workers (:mod:`accelkit.launch`), HLO shape sizes
+(:mod:`accelkit.tf`).  Sources: https://www.tensorflow.org/guide/tpu,
+https://www.tensorflow.org/guide/distributed_training,
+https://docs.jax.dev/en/latest/notebooks/Distributed_arrays_and_automatic_parallelization.html,
+https://docs.jax.dev/en/latest/config_options.html.
 """
 
 from __future__ import annotations
@@ -43,7 +29,6 @@ from typing import Any
 from accelkit import device
 from accelkit.tf import hlo_shape_bytes, import_tf
 
-# ----------------------------------------------------------------------------- tf.distribute
 # Resolvers already connected and initialised, by TPU address: initialising a TPU system
 # again wipes its memory, so a second choose_strategy() reuses the first connection.
 _TPU_RESOLVERS: dict[str, Any] = {}
@@ -51,15 +36,9 @@ _TPU_RESOLVERS: dict[str, Any] = {}
 
 @dataclass(frozen=True)
 class StrategyChoice:
-    """The ``tf.distribute`` strategy chosen for this machine, and why.
-
-    Attributes:
-        strategy: the ``tf.distribute.Strategy``; build the model and optimizer inside
-            ``strategy.scope()``.
-        kind: ``"tpu"``, ``"mirrored"`` or ``"default"``.
-        replicas: ``strategy.num_replicas_in_sync`` (TPU cores or GPUs; 1 for the default).
-        reason: one sentence saying why this strategy was chosen.
-    """
+    """The ``tf.distribute`` ``strategy`` chosen (build the model inside ``strategy.scope()``),
+    its ``kind`` (``"tpu"``, ``"mirrored"``, ``"default"``), ``replicas``
+    (``num_replicas_in_sync``; 1 for the default) and the ``reason``, one sentence."""
 
     strategy: Any
     kind: str
@@ -71,12 +50,8 @@ class StrategyChoice:
 
 
 def tpu_address() -> str | None:
-    """Return what to pass as ``TPUClusterResolver(tpu=...)`` here, or None when no TPU.
-
-    Cheap (no TensorFlow): ``"local"`` on a TPU VM (``/dev/accel*``, e.g. Colab's TPU
-    runtimes), else the TPU name or gRPC address from ``$TPU_NAME`` / ``$COLAB_TPU_ADDR``
-    (older remote TPU nodes, reached over the network).
-    """
+    """Return ``TPUClusterResolver(tpu=...)``'s argument here, or None when no TPU (no TF): the
+    name or ``grpc://`` address in ``$TPU_NAME`` / ``$COLAB_TPU_ADDR``, else ``"local"`` (a TPU VM)."""
     if not device.has_tpu():
         return None
     for var in ("TPU_NAME", "COLAB_TPU_ADDR"):
@@ -87,24 +62,12 @@ def tpu_address() -> str | None:
 
 
 def connect_tpu(tpu: str = "local", *, tf: Any = None) -> Any:
-    """Connect to a TPU and initialise it, the TensorFlow way; return the cluster resolver.
-
-    Runs ``TPUClusterResolver(tpu=tpu)``, ``tf.config.experimental_connect_to_cluster`` and
-    ``tf.tpu.experimental.initialize_tpu_system`` once per address (later calls return the
-    same resolver: initialising again would wipe the TPU's memory).
-
-    Args:
-        tpu: ``"local"`` on a TPU VM, else a TPU name or ``grpc://host:port`` address.
-        tf: the TensorFlow module (default: :func:`accelkit.tf.import_tf`).
-
-    Returns:
-        The ``TPUClusterResolver``, to pass to ``tf.distribute.TPUStrategy``.
+    """Connect to the TPU ``tpu`` (``"local"``, a name or ``grpc://host:port``) and initialise
+    it once per address; return the ``TPUClusterResolver`` for ``tf.distribute.TPUStrategy``.
 
     Raises:
-        ValueError: from the resolver when no TPU name can be found (not on a TPU VM and no
-            ``tpu=`` given); pass ``tpu="local"`` on a TPU VM.
-        tf.errors.NotFoundError: when there is no TPU at that address ("TPUs not found in
-            the cluster"); check the runtime type, or that ``tensorflow-tpu`` is installed.
+        ValueError: from the resolver when no TPU name can be found.
+        tf.errors.NotFoundError: no TPU at that address ("TPUs not found in the cluster").
     """
     if tpu in _TPU_RESOLVERS:
         return _TPU_RESOLVERS[tpu]
@@ -127,28 +90,22 @@ def choose_strategy(
 ) -> StrategyChoice:
     """Pick the ``tf.distribute`` strategy for this machine and say why.
 
-    Order: a TPU (``TPUStrategy``), then ``min_gpus`` or more GPUs (``MirroredStrategy``),
-    otherwise the default strategy (``tf.distribute.get_strategy()``: one device, no
-    replication).  A TPU that is attached but cannot be initialised is reported in the
-    reason and the next option is used, so the call never fails on a CPU laptop.
+    Order: a TPU, ``min_gpus``+ GPUs, else ``tf.distribute.get_strategy()`` (one device); a TPU
+    that is attached but fails to initialise is named in the reason and skipped.
 
     Args:
-        allow_tpu: consider a TPU.
-        allow_mirrored: consider several GPUs.
-        min_gpus: GPUs needed for ``MirroredStrategy`` (>= 1; one GPU gains nothing from
-            mirroring, so the default is 2).
+        allow_tpu, allow_mirrored: consider a TPU, several GPUs.
+        min_gpus: GPUs needed for ``MirroredStrategy`` (>= 1).
         tpu_probe: returns the TPU address or None (default :func:`tpu_address`, no TF).
         gpu_probe: returns the GPU device names (default: TensorFlow's logical GPUs).
         tf: the TensorFlow module (default: :func:`accelkit.tf.import_tf`); tests pass a fake.
 
     Returns:
-        A :class:`StrategyChoice`; ``.replicas`` is 1 for the default strategy.
+        A :class:`StrategyChoice`.
 
     Raises:
         ValueError: if ``min_gpus < 1``.
         ImportError: when TensorFlow is not installed (install ``accelkit[tf]``).
-
-    Example: ``choice = choose_strategy(); print(choice); with choice.strategy.scope(): ...``
     """
     if min_gpus < 1:
         raise ValueError(f"min_gpus must be >= 1, got {min_gpus}")
@@ -189,20 +146,11 @@ def _try_tpu(address: str | None, tf: Any, notes: list[str]) -> StrategyChoice |
                           f"TPUStrategy runs one replica on each of its {n} cores")
 
 
-# ----------------------------------------------------------------------------- JAX meshes
 @dataclass(frozen=True)
 class MeshChoice:
-    """The JAX devices chosen for a mesh, and why.
-
-    Build the mesh with ``jax.make_mesh(shape, names, devices=choice.devices,
-    axis_types=(jax.sharding.AxisType.Auto,) * len(shape))``, ``prod(shape) == choice.n``.
-
-    Attributes:
-        platform: ``"tpu"``, ``"gpu"`` or ``"cpu"``.
-        devices: the ``jax.Device`` objects, in JAX's order.
-        emulated: True when the devices are one CPU split by ``jax_num_cpu_devices``.
-        reason: one sentence saying why these devices.
-    """
+    """The JAX ``devices`` chosen for a mesh (JAX's order) on ``platform`` (``"tpu"``, ``"gpu"``,
+    ``"cpu"``), ``emulated`` when one CPU split by ``jax_num_cpu_devices``, and the ``reason``.
+    Use ``jax.make_mesh(shape, names, devices=choice.devices, axis_types=...)``."""
 
     platform: str
     devices: tuple[Any, ...]
@@ -239,24 +187,12 @@ def choose_mesh(
 ) -> MeshChoice:
     """Pick JAX devices for a mesh: TPU → all chips; ``min_gpus``+ GPUs → all; else emulated CPUs.
 
-    Call it before any other JAX operation in the process: the CPU branch can split the host
-    into ``cpu_devices`` devices only then (otherwise the reason says how many JAX already
-    has).  The TPU and GPU probes do not start JAX; JAX is then asked for one platform only.
+    Call it before any other JAX operation: only then can the host be split into
+    ``cpu_devices`` (>= 1) devices (else the reason says how many JAX has).  ``min_gpus``
+    (>= 1) GPUs are needed to use them; ``tpu_probe`` (device files) and ``gpu_probe`` (NVML)
+    do not start JAX; ``jax`` defaults to ``import jax`` (tests pass fakes).
 
-    Args:
-        cpu_devices: emulated CPU devices when there is no TPU or multi-GPU (>= 1).
-        min_gpus: GPUs needed to use them (>= 1).
-        tpu_probe: True when a TPU is attached (default: device files, no JAX).
-        gpu_probe: the number of GPUs (default: NVML, no CUDA context).
-        jax: the JAX module (default: ``import jax``); tests pass a fake.
-
-    Returns:
-        A :class:`MeshChoice`.
-
-    Raises:
-        ValueError: for ``cpu_devices < 1`` or ``min_gpus < 1``.
-
-    Example: ``choice = choose_mesh(cpu_devices=8); print(choice)``
+    Returns a :class:`MeshChoice`; raises ValueError for ``cpu_devices`` or ``min_gpus`` < 1.
     """
     if cpu_devices < 1 or min_gpus < 1:
         raise ValueError(f"cpu_devices and min_gpus must be >= 1, got {cpu_devices}, {min_gpus}")
@@ -305,20 +241,14 @@ def _try_platform(jax: Any, platform: str, notes: list[str]) -> tuple[Any, ...]:
         return ()
 
 
-# ----------------------------------------------------------------------------- collectives
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
 
 
 @dataclass(frozen=True)
 class Collective:
-    """One communication op of a compiled XLA program.
-
-    Attributes:
-        op: one of :data:`COLLECTIVES`.
-        bytes: bytes of its result (all outputs of a combined op), per device.
-        group_size: devices that take part in each group (e.g. 4 = one mesh axis of 4), or
-            None when the text gives no groups.
-    """
+    """One communication op of a compiled XLA program: ``op`` (one of :data:`COLLECTIVES`),
+    ``bytes`` of its result per device (all outputs of a combined op), ``group_size`` (devices
+    per replica group, e.g. 4 = one mesh axis of 4; None when the text gives none)."""
 
     op: str
     bytes: int
@@ -344,16 +274,8 @@ def _group_size(line: str) -> int | None:
 
 
 def collectives(hlo_text: str) -> list[Collective]:
-    """List the collectives of a compiled XLA program's text, in program order.
-
-    Args:
-        hlo_text: ``jax.jit(f).lower(*args).compile().as_text()`` (optimized HLO).
-
-    Returns:
-        One :class:`Collective` per op (async ``-start``/``-done`` pairs count once).
-
-    Example: ``{c.op for c in collectives(text)}  # {"all-reduce"}`` for data parallelism.
-    """
+    """List the collectives of ``jax.jit(f).lower(*args).compile().as_text()`` in program
+    order: one :class:`Collective` per op (async ``-start``/``-done`` pairs count once)."""
     found = []
     for line in hlo_text.splitlines():
         m = _OP.search(line)
@@ -362,14 +284,5 @@ def collectives(hlo_text: str) -> list[Collective]:
     return found
 
 
-__all__ = [
-    "COLLECTIVES",
-    "Collective",
-    "MeshChoice",
-    "StrategyChoice",
-    "choose_mesh",
-    "choose_strategy",
-    "collectives",
-    "connect_tpu",
-    "tpu_address",
-]
+__all__ = ["COLLECTIVES", "Collective", "MeshChoice", "StrategyChoice", "choose_mesh",
+           "choose_strategy", "collectives", "connect_tpu", "tpu_address"]

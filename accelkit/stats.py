@@ -1,23 +1,15 @@
 """Distribution-free statistics of repeated measurements, and the rules that decide a claim.
 
-Owns: the confidence interval of a median (:func:`median_interval`, :func:`median_rank`), the
-spread (:func:`iqr`, :func:`relative_iqr`), the verdict rule (:func:`decide`) with its three
-verdicts (:class:`Verdict`: :data:`HOLDS`, :data:`REFUTED`, :data:`UNDECIDED`), and the
-sequential rule that decides a claim while more measurements arrive (:class:`SequentialPlan`,
-:func:`decide_sequentially`, :func:`spent_alpha`).  Plain numbers in, plain numbers out:
-nothing here times anything or imports torch.
+Owns: the interval of a median (:func:`median_interval`, :func:`median_rank`,
+:func:`level_interval`), the spread (:func:`iqr`, :func:`relative_iqr`), the verdict rule
+(:func:`decide`, :class:`Verdict`) and the sequential rule (:class:`SequentialPlan`,
+:func:`decide_sequentially`, :func:`spent_alpha`).  Plain numbers in and out: no torch.
+A 95 % interval looked at after every batch spends 5 % at *every* look (Armitage, McPherson &
+Rowe, JRSS A 132 (1969) 235-244); the sequential rule bounds the looks in advance and spends
+the error across them (Lan & DeMets, Biometrika 70 (1983) 659-663).
 
-Why a sequential rule: looking at a 95 % interval after every batch and stopping at the first
-decisive look spends the 5 % error at *every* look, so the error rate grows with the number
-of looks (Armitage, McPherson & Rowe, "Repeated significance tests on accumulating data",
-JRSS A 132 (1969) 235-244).  :func:`decide_sequentially` bounds the looks in advance and
-takes each look's interval at the error it may still spend (Lan & DeMets, "Discrete
-sequential boundaries for clinical trials", Biometrika 70 (1983) 659-663), so the error rate
-over all looks together stays at the plan's.
-
-Lives elsewhere: taking the measurements and pairing them (:mod:`accelkit.bench`, whose
-``Comparison`` applies these to per-pair speed ratios), failing a notebook on a verdict
-(:func:`accelkit.claims.assert_speedup`).
+Lives elsewhere: taking and pairing measurements (:mod:`accelkit.bench`), failing a notebook on
+a verdict (:func:`accelkit.claims.assert_speedup`).
 """
 
 from __future__ import annotations
@@ -32,11 +24,8 @@ import numpy as np
 
 
 class Verdict(str):
-    """A verdict of :func:`decide`: the string a message prints, asked with ``.holds`` etc.
-
-    One of :data:`HOLDS` (``"holds"``), :data:`REFUTED` (``"does not hold here"``) and
-    :data:`UNDECIDED` (``"too noisy to decide"``); equal to its plain string.
-    """
+    """A verdict of :func:`decide`, equal to its string: :data:`HOLDS` (``"holds"``),
+    :data:`REFUTED` (``"does not hold here"``) or :data:`UNDECIDED` (``"too noisy to decide"``)."""
 
     __slots__ = ()
 
@@ -63,25 +52,17 @@ HOLDS, REFUTED, UNDECIDED = Verdict("holds"), Verdict("does not hold here"), Ver
 def median_rank(n: int, confidence: float) -> int:
     """Return the rank ``k`` of the order-statistic interval for the median of ``n`` values.
 
-    ``[v_(k), v_(n-k+1)]`` (values sorted, 1-based) misses the true median below with
-    probability ``P(Binomial(n, 1/2) <= k - 1)``, and as often above; ``k`` is the largest
-    rank keeping the two together within ``1 - confidence`` (Conover, *Practical
-    Nonparametric Statistics*, 3rd ed., §3.2).  Only independence and a continuous
-    distribution are assumed, not normality.
-
-    Args:
-        n: how many values (>= 0).
-        confidence: the coverage wanted, in (0, 1]; 1 asks for certainty, which no finite
-            interval gives (the answer is then 0).
+    ``[v_(k), v_(n-k+1)]`` (sorted, 1-based) misses the median below with probability
+    ``P(Binomial(n, 1/2) <= k - 1)``, and as often above; ``k`` is the largest rank keeping
+    the two within ``1 - confidence`` (Conover, *Practical Nonparametric Statistics*, 3rd ed.,
+    §3.2; assumes independent draws from a continuous distribution, not normality).
 
     Returns:
-        ``k`` in ``0 .. n // 2``; 0 when even ``(min, max)`` covers the median with less than
-        ``confidence`` (fewer than 6 values at 95 %).
+        ``k`` in ``0 .. n // 2``; 0 when even ``(min, max)`` covers less than ``confidence``
+        (fewer than 6 values at 95 %; always for confidence 1).  ``median_rank(10, 0.95) == 2``.
 
     Raises:
         ValueError: for ``n < 0`` or a confidence outside (0, 1].
-
-    Example: ``median_rank(10, 0.95) == 2``: the interval is ``(v_(2), v_(9))``.
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
@@ -97,25 +78,12 @@ def median_rank(n: int, confidence: float) -> int:
 
 
 def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Return a distribution-free confidence interval for the median of ``values``.
+    """Return the distribution-free interval ``[v_(k), v_(n-k+1)]`` for the median of ``values``,
+    ``k`` = :func:`median_rank` at ``confidence`` in (0, 1).
 
-    Order statistics: with ``n`` sorted values, ``[v_(k), v_(n-k+1)]`` covers the true median
-    with probability ``1 - 2 P(Binomial(n, 1/2) < k)``; ``k`` is :func:`median_rank`, the
-    largest index keeping that at least ``confidence`` (Conover, *Practical Nonparametric
-    Statistics*, 3rd ed., §3.2).  It assumes only that the values are independent draws, not
-    that they are normal, which matters on a machine whose speed has modes.
-
-    Args:
-        values: at least one number (per-pair speed ratios, say).
-        confidence: the coverage wanted, in (0, 1).
-
-    Returns:
-        ``(low, high)``.  With too few values for ``confidence`` (fewer than 6 at 95 %) it is
-        ``(min, max)``, which then covers the median with less than ``confidence``
-        (:func:`level_interval` refuses instead).
-
-    Raises:
-        ValueError: for no values or a confidence outside (0, 1).
+    Returns ``(low, high)``; with too few values (fewer than 6 at 95 %) ``(min, max)``, which
+    then covers less than ``confidence`` (:func:`level_interval` refuses instead).
+    Raises ValueError for no values or a confidence outside (0, 1).
     """
     if not values:
         raise ValueError("median_interval needs at least one value")
@@ -127,22 +95,12 @@ def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[
 
 
 def level_interval(values: Any, level: float) -> tuple[Any, Any]:
-    """Return the order-statistic interval for the median at ``level``, or none where too few.
+    """Return the order-statistic interval for the median at ``level`` in (0, 1], strictly:
+    ``(-inf, inf)`` (deciding nothing) where no rank reaches ``level``, not ``(min, max)``.
 
-    Like :func:`median_interval`, but strict: where no rank reaches ``level``
-    (:func:`median_rank` is 0) the interval is ``(-inf, inf)``, which decides nothing,
-    instead of ``(min, max)`` at a lower coverage.  A sequential look must not claim more
-    than the error it was given.
-
-    Args:
-        values: ``(n,)`` numbers, or ``(S, n)`` for ``S`` sets of ``n`` values at once.
-        level: the coverage of this interval, in (0, 1].
-
-    Returns:
-        ``(low, high)``: floats for ``(n,)`` values, ``(S,)`` float64 arrays for ``(S, n)``.
-
-    Raises:
-        ValueError: for no values, more than two dimensions or a level outside (0, 1].
+    ``values`` is ``(n,)`` or ``(S, n)`` (S sets at once).  Returns ``(low, high)``: floats,
+    or ``(S,)`` float64 arrays.  Raises ValueError for no values, more than two dimensions or
+    a level outside (0, 1].
     """
     v = np.asarray(values, dtype=np.float64)
     if v.ndim not in (1, 2) or v.shape[-1] == 0:
@@ -161,11 +119,8 @@ def level_interval(values: Any, level: float) -> tuple[Any, Any]:
 
 
 def iqr(values: Sequence[float]) -> float:
-    """Return the interquartile range of ``values``, in their unit (0 for fewer than 2 values).
-
-    Quartiles by ``statistics.quantiles(..., method="inclusive")`` (linear interpolation
-    between the order statistics, the data's min and max as the 0th and 100th percentile).
-    """
+    """Return the interquartile range of ``values``, in their unit (0 for fewer than 2 values),
+    quartiles by ``statistics.quantiles(..., method="inclusive")``."""
     if len(values) < 2:
         return 0.0
     q = statistics.quantiles(values, n=4, method="inclusive")
@@ -173,10 +128,7 @@ def iqr(values: Sequence[float]) -> float:
 
 
 def relative_iqr(values: Sequence[float]) -> float:
-    """Return :func:`iqr` of ``values`` divided by their median (0 for fewer than 2 values).
-
-    0.1 means the middle half of the values lies within about ±5 % of the median.
-    """
+    """Return :func:`iqr` / median of ``values`` (0 for fewer than 2): 0.1 is about ±5 %."""
     if len(values) < 2:
         return 0.0
     return iqr(values) / statistics.median(values)
@@ -184,20 +136,10 @@ def relative_iqr(values: Sequence[float]) -> float:
 
 def decide(interval: tuple[float, float], at_least: float | None = None,
            at_most: float | None = None) -> Verdict:
-    """Decide a claim about a quantity from its confidence interval.
+    """Decide the claim "at least ``at_least`` / at most ``at_most``" from ``(low, high)``.
 
-    Args:
-        interval: ``(low, high)``, e.g. from :func:`median_interval`.
-        at_least: the claim "the quantity is at least this" (a lower bound).
-        at_most: the claim "the quantity is at most this" (an upper bound).
-
-    Returns:
-        A :class:`Verdict`: :data:`HOLDS` (``.holds``) when the whole interval satisfies the
-        claim, :data:`REFUTED` (``.refuted``) when the whole interval violates it, else
-        :data:`UNDECIDED` (``.undecided``).
-
-    Raises:
-        ValueError: when neither bound is given.
+    Returns :data:`HOLDS` when the whole interval satisfies the claim, :data:`REFUTED` when the
+    whole interval violates it, else :data:`UNDECIDED`.  Raises ValueError without a bound.
     """
     if at_least is None and at_most is None:
         raise ValueError("a claim needs at_least= or at_most=")
@@ -211,28 +153,16 @@ def decide(interval: tuple[float, float], at_least: float | None = None,
     return UNDECIDED
 
 
-# ------------------------------------------------------------- sequential decisions
 def spent_alpha(t: float, alpha: float) -> float:
     """Return the one-sided error a plan may have spent once a fraction ``t`` of it is measured.
 
     The Pocock-type spending function of Lan & DeMets (Biometrika 70 (1983) 659-663),
-    ``alpha * ln(1 + (e - 1) t)``: 0 at ``t = 0``, ``alpha`` at ``t = 1``, spent fairly evenly
-    over the looks, so that an early look can already decide a large effect.  (The
-    O'Brien-Fleming-type function spends about 7e-6 of a 2.5 % error at a quarter of the
-    plan: a sign test on 12 pairs cannot go below 2**-12 = 2.4e-4, so every claim would
-    cost at least two batches.)
+    ``alpha * ln(1 + (e - 1) t)``, spends fairly evenly, so an early look can decide a large
+    effect (O'Brien-Fleming's spends ~7e-6 of 2.5 % at a quarter, below a 12-pair sign test's
+    2**-12).  ``t``: pairs measured / the plan's most, in [0, 1]; ``alpha`` in (0, 0.5).
 
-    Args:
-        t: the information fraction: pairs measured / the plan's most pairs, in [0, 1].
-        alpha: the plan's one-sided error, in (0, 0.5).
-
-    Returns:
-        The error spent by ``t``, in [0, alpha].
-
-    Raises:
-        ValueError: for ``t`` outside [0, 1] or ``alpha`` outside (0, 0.5).
-
-    Example: ``spent_alpha(0.25, 0.025)`` is 0.0089: a first look of four may spend 0.89 %.
+    Returns the error spent by ``t``, in [0, alpha] (``spent_alpha(0.25, 0.025)`` is 0.0089).
+    Raises ValueError for ``t`` or ``alpha`` out of range.
     """
     if not 0 <= t <= 1:
         raise ValueError(f"t must be in [0, 1], got {t}")
@@ -245,37 +175,22 @@ def spent_alpha(t: float, alpha: float) -> float:
 class SequentialPlan:
     """A claim decided in at most ``looks`` looks, one after each batch of ``pairs`` values.
 
-    Declared before anything is measured: the most looks and the batch size fix the most
-    values (:attr:`max_pairs`).  Look ``j``, after ``n_j`` values in all, takes the
-    order-statistic interval of the median (:func:`level_interval`) at the level
-    ``1 - 2 (f(t_j) - f(t_{j-1}))``, ``f`` = :func:`spent_alpha`, ``t_j = n_j / max_pairs``:
-    each look spends, on each side, the increment of the spending function since the
-    previous look; the last look (``final``: the plan's last, or the one after which the time
-    budget ran out) spends all that is left.  A claim is decided at the first look whose
-    interval lies on one side of its bound.
-
-    Why the error rate holds: a look's interval misses the median on one side with
-    probability at most its increment, so the chance that *any* look misses it, on that
-    side, is at most the sum of the increments, ``alpha`` (Bonferroni; the repeated
-    confidence intervals of Jennison & Turnbull, *Group Sequential Methods with
-    Applications to Clinical Trials*, Chapman & Hall/CRC 2000, ch. 9).  With the true median
-    exactly at a floor, "holds" is said in at most ``alpha`` of comparisons, "does not hold"
-    in at most ``alpha``, however many looks were taken.  This needs the values to be
-    independent draws (the order-statistic interval's assumption) and the sizes of the looks,
-    and which look is the last, not to depend on the values themselves (they depend on the
-    clock: batches cut short at a deadline, the budget).
+    Declared before anything is measured.  Look ``j``, after ``n_j`` values, takes the
+    :func:`level_interval` at ``1 - 2 (f(t_j) - f(t_{j-1}))``, ``f`` = :func:`spent_alpha`,
+    ``t_j = n_j / max_pairs``; the last look (the plan's, or the budget's) spends the rest.
+    Each look misses the median on a side with at most its increment, so all looks together
+    miss it with at most ``alpha`` (Bonferroni; repeated confidence intervals, Jennison &
+    Turnbull, *Group Sequential Methods*, Chapman & Hall/CRC 2000, ch. 9), provided the values
+    are independent and the looks' sizes depend on the clock, not on the values.
 
     Attributes:
         pairs: values per look (the first batch's size), >= 1.
         looks: the most looks, >= 1 (1: one fixed-size look at ``confidence``).
-        confidence: the coverage of all the looks' intervals together, in (0, 1);
-            ``alpha = (1 - confidence) / 2`` per side.
+        confidence: the coverage of all looks together, in (0, 1); ``alpha = (1 -
+            confidence) / 2`` per side.  ``SequentialPlan(12).level([12])`` is 0.982.
 
     Raises:
         ValueError: for ``pairs < 1``, ``looks < 1`` or a confidence outside (0, 1).
-
-    Example: ``SequentialPlan(12).level([12])`` is 0.982: the first of four looks at 12 pairs
-    takes a 98.2 % interval; ``.level([12, 24])`` is 0.987.
     """
 
     pairs: int
@@ -300,20 +215,11 @@ class SequentialPlan:
         return self.pairs * self.looks
 
     def level(self, sizes: Sequence[int], final: bool = False) -> float:
-        """Return the coverage of the interval at the last of the looks made at ``sizes``.
+        """Return the coverage of the last look's interval, in (0, 1] (1: nothing to spend).
 
-        Args:
-            sizes: the values in all at each look so far, nondecreasing, at most
-                :attr:`looks` of them (``[12, 24]``: this is the second look, at 24 values).
-            final: this look is the last (the plan's last or the budget's): it spends the
-                rest of the error.
-
-        Returns:
-            The confidence for :func:`level_interval`, in (0, 1]; 1 where the look may spend
-            nothing (no new values since the previous one): it decides nothing.
-
-        Raises:
-            ValueError: for no sizes, more than :attr:`looks`, or decreasing or negative sizes.
+        ``sizes``: values in all at each look so far, nondecreasing, at most :attr:`looks`
+        (``[12, 24]``: the second look); ``final``: this look spends the rest.  Raises
+        ValueError for no sizes, more than :attr:`looks`, or decreasing or negative sizes.
         """
         sizes = list(sizes)
         if not sizes or len(sizes) > self.looks:
@@ -332,17 +238,9 @@ class SequentialPlan:
 
 @dataclass(frozen=True)
 class SequentialDecision:
-    """What :func:`decide_sequentially` decided for each of ``S`` comparisons.
-
-    Attributes:
-        verdicts: ``(S,)`` :data:`HOLDS`, :data:`REFUTED` or :data:`UNDECIDED` (object array).
-        pairs: ``(S,)`` int: the values each comparison used (the size of its last look).
-        levels: ``(S,)`` float: the coverage of each one's last interval
-            (:meth:`SequentialPlan.level`), to rebuild it with :func:`level_interval`.
-        looks: ``(S,)`` int: how many looks each took.
-        sizes: the values in all at each look (shared: every comparison still undecided at a
-            look received the same number of new values).
-    """
+    """What :func:`decide_sequentially` decided for ``S`` comparisons: ``(S,)`` arrays of
+    ``verdicts`` (object), ``pairs`` (int: values used), ``levels`` (float: the last look's
+    coverage) and ``looks`` (int); ``sizes``: the values in all at each look (shared)."""
 
     verdicts: np.ndarray
     pairs: np.ndarray
@@ -357,12 +255,9 @@ def decide_sequentially(first: Any, more: Callable[[np.ndarray, int], Any],
                         out_of_time: Callable[[], bool] | None = None) -> SequentialDecision:
     """Decide a claim about the median of values that arrive in batches, under ``plan``.
 
-    After each batch (a look) the interval at the look's level (:meth:`SequentialPlan.level`,
-    :func:`level_interval`) is set against the claim by :func:`decide`; a comparison stops at
-    the first look that decides it, and at the plan's last look, or the look after which
-    ``out_of_time()`` says the time is spent, whatever it shows.  Vectorised: ``S``
-    comparisons are decided at once (the error-rate simulation runs thousands);
-    :func:`accelkit.bench.compare` runs this with ``S = 1``.
+    After each batch the look's interval (:meth:`SequentialPlan.level`) is decided by
+    :func:`decide`; a comparison stops at its first decisive look, or at the last (the plan's,
+    or after ``out_of_time()`` said so).  Vectorised over ``S`` comparisons (``compare``: 1).
 
     Args:
         first: the first batch, ``(S, n1)`` values (or ``(n1,)`` for one comparison).
@@ -380,9 +275,6 @@ def decide_sequentially(first: Any, more: Callable[[np.ndarray, int], Any],
     Raises:
         ValueError: without a bound, for a first batch that is not ``(S, n1)`` with ``n1 >= 1``,
             or for a batch of the wrong number of rows.
-
-    Example: ``decide_sequentially(rng.normal(1.3, 0.1, (1000, 12)), draw, SequentialPlan(12),
-    at_least=1.0)`` decides 1000 simulated claims.
     """
     if at_least is None and at_most is None:
         raise ValueError("a claim needs at_least= or at_most=")
