@@ -392,6 +392,10 @@ EXERCISE_KEYS: dict[str, ExerciseKey] = {
     "06.2": _K(8 * 100, "without no_sync every micro-batch's backward all-reduces", rel=0.02),
     "06.3": _K(6 * (48 - 2), "a checkpointed block keeps only its input; the rest is "
                "recomputed in the backward", rel=0.02),
+    # 07 training jobs (exact answer)
+    "07.1": _K((80 * 2**30 - 16 * 10**9) // 2**29, "fixed part: 16 bytes per fp32 parameter "
+               "(weights, gradients, AdamW's two moments); the rest over 2**29 B per sequence, "
+               "rounded down"),
 }
 _EXERCISE = re.compile(r"\d\d\.\d+")
 _measured: dict[str, Any] = {}

@@ -173,6 +173,7 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 def _right_answers() -> dict:
     """The right answer of every keyed exercise, from the package's formulas (not the keys)."""
     zero2 = ak.memory.per_device(3_000_000_000, "zero2", 8, optimizer="adam")
+    fixed = ak.memory.per_device(1_000_000_000, "dp", 1, optimizer="adamw")  # fp32 + AdamW
     # smallest normal of each format (tf32 has fp32's 8-bit exponent, so fp32's range)
     tiny = {"fp32": torch.finfo(torch.float32).tiny, "tf32": torch.finfo(torch.float32).tiny,
             "fp16": torch.finfo(torch.float16).tiny, "bf16": torch.finfo(torch.bfloat16).tiny}
@@ -198,6 +199,8 @@ def _right_answers() -> dict:
                                                         block_size=1024), 85_000_000),
         "06.2": 100 * 8,  # k all-reduce rounds per step without no_sync
         "06.3": 6 * (48 - 2),  # per checkpointed block: its activations minus its kept input
+        "07.1": (80 * 2**30 - fixed.params_bytes - fixed.grads_bytes - fixed.optimizer_bytes)
+        // 2**29,  # the batch whose activations (0.5 GiB each) fit beside the fixed part
     }
 
 
@@ -261,7 +264,7 @@ def test_a_measured_answer_needs_its_value(monkeypatch):
         report.expect_exercise("00.2", None)
 
 
-@pytest.mark.parametrize("name", ["2.3", "02", 2, "07.1", "01.4"])
+@pytest.mark.parametrize("name", ["2.3", "02", 2, "07.2", "01.4"])
 def test_unknown_names_are_value_errors(name):
     with pytest.raises(ValueError):
         report.check_exercise(name, 1)
