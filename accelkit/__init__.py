@@ -13,19 +13,19 @@ Module -> the notebooks that call it (``notebooks/NN_*.ipynb``; "workers" are th
 is listed here and that the package shrinks toward its line budget.
 
 Lessons
-    precision 00 02 06 · dtypes 02 (number formats, dtype traces, Keras activations) ·
+    precision 00 02 06 (number formats, autocast paths, dtype traces, Keras activations) ·
     fusion 03 · memory 01 02 06 07 · roofline 00 03 · comm 01 (all-reduce and pipeline models;
     timing collectives in workers of 01 04 06) · gpt 06 07 · sharding 05 (JAX meshes,
     tf.distribute strategies) · explore 00 01 06
 Instruments
     bench all but 04 · stats 00 01 04 07 · claims 00-03 05 06 (floors from claims.toml, the
-    asserts that check them) · plot 00-04 06 07 · report all (results, and the verified records
-    read back) · exercises 00-06
+    asserts that check them) · plot all but 05 · report all (results, exercises, and the
+    verified records read back)
 The machine
-    config all · env all (the hardware card; ``python -m accelkit doctor``) · device 02 03 05
-    06 07 · hardware 00-03 05 06 (classes from hardware.toml; $ACCELKIT_HARDWARE emulation) ·
-    tf 00-06 (TensorFlow devices, timing, XLA traces) · data 00 01 02 04 05 06 · models 00 01
-    02 04 05 06
+    env all (size profile, seeds, scratch folders, the hardware card; ``python -m accelkit.env``)
+    · device 02 03 05 06 07 · hardware 00-03 05 06 (classes from hardware.toml;
+    $ACCELKIT_HARDWARE emulation) · tf 00-06 (TensorFlow devices, timing, XLA traces) · models
+    00 01 02 04 05 06 (the small models and the datasets they train on)
 Processes
     launch 01 04 05 06 07 · procs (process groups under launch) · scripts 01 04-07 (worker
     scripts, their files, torchrun's records, stacks) · dist (inside every worker)
