@@ -39,12 +39,13 @@ run: $(STAMP)  ## execute every notebook headless into build/ and write the summ
 verify: $(STAMP)  ## nbval over every notebook -> verified/<hardware class>.json + README table
 	$(PY) tools/verify.py
 
-# `make test` is the maintainer's loop (target: under 10 min on CI's 2-core CPU); `make ci` adds
-# the two second passes (the laptop class emulated, Colab's package versions): CI runs `make ci`.
-# The browser checks run in `make test` when `make browser` has installed chromium and Playwright
-# (they skip otherwise); `make ci` installs them first.
-test: lint typecheck unit slow nbval  ## lint, types, fast and slow unit tests, nbval
-ci: browser test nbval-laptop nbval-colab  ## what CI runs (.ci/run): make test with the browser checks, then the laptop and Colab passes
+# `make test` is the maintainer's loop (target: under 10 min on CI's 2-core CPU): lint, types,
+# the fast unit tests and nbval over every notebook. `make ci` (what CI runs) adds the slow unit
+# tests (they start processes: seconds each, about 5 min together), the browser checks and the two
+# second passes (the laptop class emulated, Colab's package versions). The browser checks run when
+# `make browser` has installed chromium and Playwright (they skip otherwise); `make ci` installs them.
+test: lint typecheck unit nbval  ## lint, types, fast unit tests, nbval
+ci: browser test slow nbval-laptop nbval-colab  ## what CI runs (.ci/run): make test, the slow tests, the laptop and Colab passes
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check accelkit tests tools notebooks
