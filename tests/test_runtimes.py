@@ -63,6 +63,10 @@ def test_cell0_phrase_adds_a_real_laptop_record_and_ignores_an_emulated_one():
     assert runtimes.notebook_phrase(RECORD, "00_a", dict(laptop, emulated=True)) == \
         runtimes.notebook_phrase(RECORD, "00_a")  # an emulated record timed another CPU
     assert "without bf16" not in runtimes.notebook_phrase(RECORD, "01_b", laptop)  # failed there
+    only_laptop = dict(laptop, notebooks={"07_new": {"status": "ok", "wall_s": 88.0}})
+    phrase = runtimes.notebook_phrase(RECORD, "07_new", only_laptop)  # the CI record lacks it
+    assert "≈ 90 s top to bottom on a 2-core CPU without bf16 units" in phrase, phrase
+    assert "not yet measured on the CI class `cpu-x`" in phrase, phrase
 
 
 def test_failed_or_missing_notebook_says_not_measured():

@@ -68,6 +68,13 @@ def notebook_phrase(record: dict[str, Any], stem: str,
     ``laptop``: a real record of :data:`LAPTOP_CLASS`; its run time is added when it has one.
     """
     secs = wall(record, stem)
+    other = wall(laptop, stem) if laptop and report.is_real(laptop) else None
+    if secs is None and other is not None and laptop:
+        hw = laptop.get("hardware", {})
+        return (f"{START}Measured run time: {duration(other)} top to bottom on a "
+                f"{hw.get('cpu_count', '?')}-core CPU without bf16 units (`{laptop['class']}`, "
+                f"{hw.get('cpu', '?')}, `make verify` of {laptop['date']}); not yet measured on "
+                f"the CI class `{record.get('class', CI_CLASS)}`.{END}")
     if secs is None:
         text = (f"Run time: not measured yet (no passing `make verify` record of `{stem}` on "
                 f"`{record.get('class', CI_CLASS)}`).")
@@ -76,7 +83,7 @@ def notebook_phrase(record: dict[str, Any], stem: str,
         text = (f"Measured run time: {duration(secs)} top to bottom on the CI machine's "
                 f"{cores}-core CPU (`{record['class']}`, `{record['profile']}` profile, "
                 f"`make verify` of {record['date']}).")
-    if laptop and report.is_real(laptop) and (other := wall(laptop, stem)) is not None:
+    if laptop and other is not None:
         hw = laptop.get("hardware", {})
         text += (f" On a {hw.get('cpu_count', '?')}-core CPU without bf16 units "
                  f"(`{laptop['class']}`, {hw.get('cpu', '?')}): {duration(other)}.")
