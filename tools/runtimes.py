@@ -61,6 +61,11 @@ def wall(record: dict[str, Any], stem: str) -> float | None:
     return float(run["wall_s"]) if run.get("status") == "ok" and "wall_s" in run else None
 
 
+def laptop_wall(laptop: dict[str, Any] | None, stem: str) -> float | None:
+    """Return the notebook's wall time in a real (not emulated) laptop record, else ``None``."""
+    return wall(laptop, stem) if laptop and report.is_real(laptop) else None
+
+
 def notebook_phrase(record: dict[str, Any], stem: str,
                     laptop: dict[str, Any] | None = None) -> str:
     """Return the marked phrase for a notebook's "Runs on" paragraph.
@@ -68,7 +73,7 @@ def notebook_phrase(record: dict[str, Any], stem: str,
     ``laptop``: a real record of :data:`LAPTOP_CLASS`; its run time is added when it has one.
     """
     secs = wall(record, stem)
-    other = wall(laptop, stem) if laptop and report.is_real(laptop) else None
+    other = laptop_wall(laptop, stem)
     if secs is None and other is not None and laptop:
         hw = laptop.get("hardware", {})
         return (f"{START}Measured run time: {duration(other)} top to bottom on a "
@@ -149,7 +154,7 @@ def update_readme(text: str, record: dict[str, Any],
             col = next(k for k, c in enumerate(cells) if c.strip().lower().startswith(COLUMN))
         elif col is not None and line.startswith("|") and (m := _ROW_LINK.search(cells[1])):
             secs = wall(record, m.group(1))
-            other = wall(laptop, m.group(1)) if laptop and report.is_real(laptop) else None
+            other = laptop_wall(laptop, m.group(1))
             cells[col] = (f" {duration(secs)} " if secs is not None else
                           f" {duration(other)} (`{laptop['class']}`) " if other is not None and laptop
                           else " not measured yet ")
