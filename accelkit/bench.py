@@ -130,16 +130,17 @@ class Comparison:
         return decide(self.interval, at_least, at_most)
 
     def finding(self) -> str:
-        """Say what the interval shows: ``"bf16 is faster than fp32: 1.8x (95% interval 1.6x-2.0x,
-        noise ±5%)"``, ``"... is slower than ...: 0.59x its speed"`` or "no clear difference"."""
+        """Say in plain words what the interval shows, without statistics (:meth:`summary` has
+        them): ``"bf16 is faster than fp32: 1.8x"``, ``"... is slower than ...: 0.59x its speed"``
+        (only when the whole interval lies above / below 1x), else
+        ``"no clear difference between ... and ... at this run's noise (0.97x)"``."""
         low, high = self.interval
         b, c = self.baseline.label, self.candidate.label
-        band = f"({self.confidence:.0%} interval {low:.2f}x-{high:.2f}x, noise ±{self.noise / 2:.0%})"
         if low > 1:
-            return f"{c} is faster than {b}: {self.speedup:.2f}x {band}"
+            return f"{c} is faster than {b}: {self.speedup:.2f}x"
         if high < 1:
-            return f"{c} is slower than {b}: {self.speedup:.2f}x its speed {band}"
-        return f"no clear difference between {c} and {b} here: {self.speedup:.2f}x {band}"
+            return f"{c} is slower than {b}: {self.speedup:.2f}x its speed"
+        return f"no clear difference between {c} and {b} at this run's noise ({self.speedup:.2f}x)"
 
     def summary(self) -> str:
         """One line: the median speedup, its interval, the pairs (and looks) and the noise."""

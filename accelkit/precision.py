@@ -326,7 +326,7 @@ def amp_path(device: Any = None, *, hw: Any = None, probe: Callable[[], Any] | N
         if hardware.emulated():
             note = f" (this CPU computes as {hardware.probed_cpu().name}: only decisions change)"
         base["reason"] = (f"{cls.name}'s CPUs disagree on bf16, so it was timed here{note}: "
-                          f"{cmp.finding()}; the path needs the whole interval above "
+                          f"{cmp.finding()}, {cmp.summary()}; the path needs the whole interval above "
                           f"{PROBE_AT_LEAST:g}x")
         path = AmpPath(**base, use=bool(faster), decided_by="measurement",
                        claims=claims.measured_bf16(faster, cmp.finding()), probe=cmp)

@@ -120,6 +120,7 @@ def test_finding_says_faster_slower_or_no_clear_difference():
     assert _fake([2.0] * 8).finding().startswith("c is faster than b: 2.00x")
     assert _fake([0.5] * 8).finding().startswith("c is slower than b: 0.50x its speed")
     assert _fake([0.8, 1.2] * 4).finding().startswith("no clear difference between c and b")
+    assert "interval" not in _fake([2.0] * 8).finding()  # plain words: the statistics are in summary()
 
 
 def test_fit_size_doubles_while_one_call_fits():
