@@ -107,13 +107,16 @@ nbval-laptop: $(STAMP)
 # Every notebook under Colab's own package versions (colab_runtimes.toml: torch, TensorFlow,
 # Keras, JAX as Colab preinstalls them, accelkit installed over them as the bootstrap does), in
 # build/colab-<runtime>-venv (tools/colab_runtime.py; rebuilt only when the table changes).
-# The GPU runtime's set is part of make test; the TPU runtime's (no TensorFlow) is run by hand.
+# Installed without byte-compiling: the kernels write the .pyc of what they import, so
+# PYTHONDONTWRITEBYTECODE (set in some CI images) is cleared for this pass.
+# The GPU runtime's set is part of make ci; the TPU runtime's (no TensorFlow) is run by hand.
 COLAB_RUNTIME ?= gpu
 COLAB_LOG = $(CURDIR)/build/claims-colab-$(COLAB_RUNTIME).jsonl
 nbval-colab: $(STAMP)
 	@mkdir -p build && rm -f $(COLAB_LOG)
 	$(PY) tools/colab_runtime.py venv $(COLAB_RUNTIME)
-	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(COLAB_LOG) PYDEVD_DISABLE_FILE_VALIDATION=1 $$($(PY) tools/colab_runtime.py python $(COLAB_RUNTIME)) \
+	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(COLAB_LOG) PYDEVD_DISABLE_FILE_VALIDATION=1 PYTHONDONTWRITEBYTECODE= \
+	  $$($(PY) tools/colab_runtime.py python $(COLAB_RUNTIME)) \
 	  -m pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
 	  -p no:cacheprovider notebooks; rc=$$?; $(PY) tools/claim_margins.py $(COLAB_LOG); exit $$rc
 

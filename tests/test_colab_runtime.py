@@ -47,3 +47,16 @@ def test_the_fingerprint_changes_with_any_pin():
     other = {**entry, "packages": [p.replace("torch==2.11.0", "torch==2.12.0") for p in entry["packages"]]}
     assert colab_runtime._fingerprint(entry) != colab_runtime._fingerprint(other)
     assert colab_runtime._fingerprint(entry) == colab_runtime._fingerprint(dict(entry))
+
+
+def test_an_uncompiled_venv_lets_the_kernels_write_their_bytecode(monkeypatch):
+    """pip installs without byte-compiling; with $PYTHONDONTWRITEBYTECODE set (some CI images)
+    every kernel and worker would then recompile torch and TensorFlow on import, so the pass
+    clears it."""
+    calls = []
+    monkeypatch.setattr(colab_runtime.subprocess, "run", lambda cmd, **kw: calls.append(cmd))
+    colab_runtime._pip(Path("py"), "torch==2.11.0")
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\nnbval-colab:", 1)[1].split("\n\n", 1)[0]
+    if "--no-compile" in calls[0]:  # fails if the pass stops clearing it
+        assert "PYTHONDONTWRITEBYTECODE= " in recipe, recipe

@@ -91,8 +91,11 @@ def venv_dir(runtime: str) -> Path:
 
 
 def _pip(py: Path, *args: str) -> None:
+    # --no-compile: pip would byte-compile all ~15,000 files (CUDA torch, TensorFlow, JAX): 123 s
+    # on a loaded 2-core Zen 3, against 34 s for the ~5,400 the kernels import (written on first
+    # import: make nbval-colab clears $PYTHONDONTWRITEBYTECODE for that)
     subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    *args], check=True)
+                    "--no-compile", *args], check=True)
 
 
 def build(runtime: str) -> Path:
