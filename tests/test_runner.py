@@ -34,12 +34,17 @@ def _nb(path, *sources):
 
 
 @pytest.mark.slow
-def test_run_all_gathers_results_and_never_writes_notebooks(tmp_path):
+def test_run_all_gathers_results_never_writes_notebooks_and_a_partial_run_updates_it(tmp_path):
+    """One full run, then ``only=["01_bad"]`` (three kernels; two tests started five)."""
     nbdir = tmp_path / "notebooks"
     nbdir.mkdir()
     good = _nb(nbdir / "00_good.ipynb",
                "import accelkit as ak\nak.report.record('t.speedup', 1.5, 'x')")
-    _nb(nbdir / "01_bad.ipynb", "raise RuntimeError('boom')")
+    bad = _nb(nbdir / "01_bad.ipynb", "import accelkit as ak\nak.report.record('t.b', 2.0)",
+              "raise RuntimeError('boom')", "print('not reached')")
+    nb = nbformat.read(bad, as_version=4)  # a stale output from an earlier run
+    nb.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text="STALE")]
+    nbformat.write(nb, bad)
     before = good.read_bytes()
     summary = runner.run_all(nbdir, tmp_path / "build", profile="ci", timeout_s=120)
     assert good.read_bytes() == before
@@ -50,9 +55,14 @@ def test_run_all_gathers_results_and_never_writes_notebooks(tmp_path):
     assert "## Failures" in md and "boom" in md and "\x1b[" not in md, "plain text, no ANSI codes"
     data = json.loads((tmp_path / "build" / "results.json").read_text())
     assert data["results"]["t.speedup"] == {"value": 1.5, "unit": "x", "notebook": "00_good"}
-    md = (tmp_path / "build" / "summary.md").read_text()
-    assert "Hardware card" in md and "`t.speedup`" in md and "## Failures" in md
+    assert "Hardware card" in md and "`t.speedup`" in md
     assert (tmp_path / "build" / "00_good.html").exists()
+    # the partial run keeps 00_good's entry and result, and clears the stale output
+    summary = runner.run_all(nbdir, tmp_path / "build", profile="ci", only=["01_bad"])
+    assert set(summary["notebooks"]) == {"00_good", "01_bad"}
+    assert set(summary["results"]) == {"t.speedup", "t.b"}
+    executed = nbformat.read(tmp_path / "build" / "01_bad.ipynb", as_version=4)
+    assert executed.cells[2].outputs == [] and executed.cells[2].execution_count is None
 
 
 def test_refuses_to_write_into_notebooks_folder(tmp_path):
@@ -85,25 +95,6 @@ def test_notebook_requiring_an_absent_package_is_skipped(tmp_path):
     assert summary["notebooks"]["00_needs"] == {"status": "skipped", "wall_s": 0.0,
                                                 "error": "not installed: no_such_module_xyz"}
     assert "## Failures" not in (tmp_path / "build" / "summary.md").read_text()
-
-
-@pytest.mark.slow
-def test_partial_run_updates_earlier_summary_and_clears_stale_outputs(tmp_path):
-    nbdir = tmp_path / "notebooks"
-    nbdir.mkdir()
-    _nb(nbdir / "00_a.ipynb", "import accelkit as ak\nak.report.record('t.a', 1.0)")
-    b = _nb(nbdir / "01_b.ipynb", "import accelkit as ak\nak.report.record('t.b', 2.0)",
-            "raise RuntimeError('stop')", "print('not reached')")
-    nb = nbformat.read(b, as_version=4)  # a stale output from an earlier run
-    nb.cells[2].outputs = [nbformat.v4.new_output("stream", name="stdout", text="STALE")]
-    nbformat.write(nb, b)
-    runner.run_all(nbdir, tmp_path / "build", profile="ci")
-    summary = runner.run_all(nbdir, tmp_path / "build", profile="ci", only=["01_b"])
-    assert set(summary["notebooks"]) == {"00_a", "01_b"}
-    assert set(summary["results"]) == {"t.a", "t.b"}
-    executed = nbformat.read(tmp_path / "build" / "01_b.ipynb", as_version=4)
-    assert executed.cells[2].outputs == [] and executed.cells[2].execution_count is None
-
 
 
 def test_a_timed_out_cell_is_named_in_one_useful_line():
