@@ -6,7 +6,7 @@ speedup is eager bytes / fused bytes (roofline: Williams et al., CACM 2009).
 
 * :func:`adamw_step_bytes`: the bytes of one AdamW step, for-loop/foreach/fused.
 * :class:`GraphRecorder`: a ``torch.compile`` backend that records each Dynamo graph (graph
-  breaks, recompilations); :func:`without_cxx_compiler`: inductor without a C++ compiler.
+  breaks, recompilations).
 * :func:`timed_compile`, :func:`cold_and_warm`: first-call time, Inductor's cache state and
   the code it generated.
 * :func:`reuse_freed_memory` (glibc): freed memory kept for reuse, to measure page faults.
@@ -98,23 +98,6 @@ class GraphRecorder:
         """Forget the recorded graphs (not ``reset``: ``torch._dynamo.reset()`` calls that on
         cached backends, which would wipe a finished experiment's record)."""
         self.graphs.clear()
-
-
-@contextlib.contextmanager
-def without_cxx_compiler(name: str = "no-such-c++") -> Iterator[None]:
-    """Make inductor look for a C++ compiler ``name`` that does not exist, inside a ``with``.
-
-    Compiling a new function on a CPU then raises ``InvalidCxxCompiler``, as on a machine
-    without ``g++``/``clang++``; ``torch._inductor.config.cpp.cxx`` is restored on exit.
-    """
-    import torch._inductor.config as inductor_config
-
-    old = inductor_config.cpp.cxx
-    inductor_config.cpp.cxx = (None, name)
-    try:
-        yield
-    finally:
-        inductor_config.cpp.cxx = old
 
 
 # ----------------------------------------------------------------------------- fresh memory
@@ -279,4 +262,4 @@ def cold_and_warm(fn: Callable[..., Any], *args: Any, device: Any = None,
 
 
 __all__ = ["ADAMW_ACCESSES", "CapturedGraph", "CompileRecord", "GraphRecorder", "adamw_step_bytes",
-           "cold_and_warm", "reuse_freed_memory", "timed_compile", "without_cxx_compiler"]
+           "cold_and_warm", "reuse_freed_memory", "timed_compile"]

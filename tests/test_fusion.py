@@ -45,25 +45,6 @@ def test_graph_recorder_dynamic_graph_serves_all_shapes():
     assert rec.count == 1 and rec.graphs[0].dynamic
 
 
-def _g(x):
-    return torch.cos(x) * 3 - 1
-
-
-def test_without_cxx_compiler_raises_and_restores():
-    import torch._inductor.config as cfg
-
-    torch._dynamo.reset()
-    before = cfg.cpp.cxx
-    with fusion.without_cxx_compiler():
-        assert cfg.cpp.cxx == (None, "no-such-c++")
-        with pytest.raises(Exception, match="InvalidCxxCompiler"):
-            torch.compile(_g)(torch.ones(4))
-    assert cfg.cpp.cxx == before
-    torch._dynamo.reset()
-    out = torch.compile(_g, backend="aot_eager")(torch.ones(4))  # no C++ needed
-    assert torch.allclose(out, _g(torch.ones(4)))
-
-
 def test_bench_time_once_calls_once_and_measures_it():
     import time
 
