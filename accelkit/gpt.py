@@ -7,15 +7,13 @@ activation checkpointing switch at run time.  Elsewhere: corpus, batches and the
 
 from __future__ import annotations
 
-import gc
 import json
 import math
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +23,6 @@ from torch.utils.checkpoint import checkpoint
 from accelkit import memory
 
 ATTENTIONS = ("manual", "sdpa")
-T_ = TypeVar("T_")
 
 
 @dataclass(frozen=True)
@@ -272,26 +269,6 @@ def generate(model: GPT, prompt: torch.Tensor, new_tokens: int, *,
     return idx
 
 
-#: The autocast rung's floor where this machine's bf16 matmul measurement decided: "faster".
-AMP_STEP_FLOOR = 1.0
-
-
-def amp_step_claim(path: Any) -> Any:
-    """Return 06's autocast rung's :class:`accelkit.claims.Claim` for an
-    :class:`accelkit.precision.AmpPath`: the class's ``gpt_amp`` claim where the class decides;
-    where the bf16 matmul measurement decided, :data:`AMP_STEP_FLOOR` if bf16 was clearly faster
-    (a Zen 4, ~4x), else no floor (shown, not asserted; the class's Xeon VM, 0.55x)."""
-    from accelkit.claims import Claim
-
-    if path.decided_by != "measurement":
-        return path.claim("gpt_amp")
-    if not path.use:
-        return Claim(None, f"{path.reason}: bf16 is not clearly faster here, so the step makes "
-                     "no claim")
-    return Claim(AMP_STEP_FLOOR, f"{path.reason}: this machine's bf16 matmul is clearly faster, "
-                 "and matmuls are most of this step, so the bf16 step must be faster than fp32")
-
-
 def trace_spans(path: str | Path, categories: Sequence[str] = (
         "user_annotation", "cpu_op", "kernel", "gpu_memcpy")) -> list[tuple[str, str, float, float]]:
     """Read a Chrome trace's (``prof.export_chrome_trace``) outermost spans per thread, for
@@ -382,12 +359,6 @@ class CapstoneSize:
         budget = self.budget_bytes
         return budget is None or self.peak_bytes <= budget
 
-    def smaller(self) -> CapstoneSize | None:
-        """The largest of :data:`CAPSTONE_SIZES` predicted below this one that fits, or None."""
-        sizes = (capstone_size(self.device_gib, headroom=self.headroom, batch=b,
-                               cfg=replace(self.cfg, block_size=t)) for t, b in CAPSTONE_SIZES)
-        return next((s for s in sizes if s.peak_bytes < self.peak_bytes and s.fits), None)
-
     def __str__(self) -> str:
         where = ("device memory unknown" if self.device_gib is None else
                  f"{self.headroom:.0%} of {self.device_gib:g} GiB = "
@@ -418,42 +389,3 @@ def capstone_size(memory_gib: float | None, *, headroom: float = memory.HEADROOM
     sizes = [capstone_size(memory_gib, headroom=headroom, cfg=replace(cfg, block_size=t), batch=b)
              for t, b in CAPSTONE_SIZES]
     return next((s for s in sizes if s.fits), sizes[-1])
-
-
-class RungOutOfMemory(torch.OutOfMemoryError):
-    """A capstone rung ran out of device memory; the message says what to run instead."""
-
-
-def guard_oom(fn: Callable[[], T_], rung: str, size: CapstoneSize, *,
-              attention: str = "sdpa", profile: str = "full") -> T_:
-    """Return ``fn()`` (it builds and runs rung ``rung``); an out-of-memory error says what to do.
-
-    On ``torch.OutOfMemoryError`` it frees what the failed step held (build the model *inside*
-    ``fn``) and raises :class:`RungOutOfMemory` naming the rung, the predicted bytes of its step
-    (:func:`step_peak` with ``attention``) and of the notebook at ``size``, and the size to use
-    instead (:meth:`CapstoneSize.smaller`) or the ``ci`` profile (``profile``: the one running).
-    """
-    try:
-        return fn()
-    except RungOutOfMemory:
-        raise
-    except torch.OutOfMemoryError as e:
-        first = (str(e).strip().splitlines() or ["out of memory"])[0]
-        traceback.clear_frames(e.__traceback__)  # let the failed step's tensors go
-        del e
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    step = step_peak(size.cfg, size.batch, attention=attention).total_bytes
-    smaller = size.smaller()
-    instead = (f"T = {smaller.cfg.block_size} and batch {smaller.batch} (predicted "
-               f"{smaller.peak_bytes / 2**30:.1f} GiB): set them in the cell that defines CFG "
-               "and BATCH; or " if smaller is not None else "")
-    raise RungOutOfMemory(
-        f"rung {rung!r} ran out of device memory ({first}). The memory model predicts "
-        f"{step / 2**30:.1f} GiB for one step of this rung and {size.peak_bytes / 2**30:.1f} "
-        f"GiB at the notebook's peak ({size}; profile {profile}). Use instead: "
-        f"{instead}the ci profile (ACCELKIT_PROFILE=ci). If the model says it fits, another "
-        "process holds memory (nvidia-smi) or earlier cells kept tensors alive: restart the "
-        "kernel. What this rung held was freed.")
-

@@ -214,45 +214,7 @@ def test_capstone_phases_grow_with_batch_and_the_scores():
     assert gpt.capstone_phases(gpt.GPT2_SMALL, 8)[first] < phases[first]
 
 
-def _fake_device(capacity_bytes):
-    """A device that raises torch.OutOfMemoryError when a step needs more than it has."""
-    def run(predicted_bytes):
-        held = torch.zeros(1024)  # something the failed step holds, freed by the guard
-        if predicted_bytes > capacity_bytes:
-            raise torch.OutOfMemoryError(
-                f"CUDA out of memory. Tried to allocate {predicted_bytes / 2**30:.2f} GiB")
-        return held.numel()
-    return run
-
-
-def test_guard_oom_reports_rung_bytes_and_a_size_that_fits():
-    size = gpt.capstone_size(16, batch=16)  # GPT-2 small, batch 16 on a 16 GiB device
-    assert not size.fits
-    device = _fake_device(capacity_bytes=0.85 * 16 * 2**30)
-    step = gpt.step_peak(size.cfg, size.batch, attention="manual").total_bytes
-    with pytest.raises(gpt.RungOutOfMemory) as info:
-        gpt.guard_oom(lambda: device(size.peak_bytes), "0 baseline", size, attention="manual")
-    msg = str(info.value)
-    assert isinstance(info.value, torch.OutOfMemoryError)  # callers catching OOM still do
-    assert "'0 baseline'" in msg and "Tried to allocate" in msg
-    assert f"{step / 2**30:.1f} GiB for one step" in msg
-    assert f"{size.peak_bytes / 2**30:.1f} GiB at the notebook's peak" in msg
-    assert "T = 1024 and batch 8" in msg and "ACCELKIT_PROFILE=ci" in msg
-    # the advice fits the fake device by the model
-    assert size.smaller().batch == 8 and size.smaller().peak_bytes < 0.85 * 16 * 2**30
-    # a step that fits runs through unchanged; other errors pass through untouched
-    assert gpt.guard_oom(lambda: device(1.0), "1 fed", size) == 1024
-    with pytest.raises(KeyError):
-        gpt.guard_oom(lambda: {}["x"], "1 fed", size)
-
-
-def test_guard_oom_without_a_smaller_size_points_to_ci():
-    size = gpt.capstone_size(2)  # nothing fits 2 GiB
-    with pytest.raises(gpt.RungOutOfMemory, match="Use instead: the ci profile"):
-        gpt.guard_oom(lambda: _fake_device(1)(size.peak_bytes), "2 SDPA", size)
-
-
-# ------------------------------------------------ clipping and the autocast rung's claim (06)
+# ------------------------------------------------ clipping under a GradScaler (06)
 def test_stepper_clips_the_true_gradient_norm_under_an_fp16_scaler():
     x = torch.randint(0, 256, (4, 16))
     norms = {}
@@ -269,29 +231,3 @@ def test_stepper_clips_the_true_gradient_norm_under_an_fp16_scaler():
     assert norms["fp32"] > 1e-3  # the clip bound binds: the clipped branch ran
     with pytest.raises(ValueError, match="clip"):
         gpt.Stepper(_model(), torch.optim.SGD(_model().parameters(), lr=0.1), [(x, x)], clip=0)
-
-
-def _probe(fp32_s, bf16_s):
-    """A faked bf16 vs fp32 matmul measurement (per-pair times), as test_precision's."""
-    from accelkit import bench
-
-    return lambda: bench.Comparison(bench.Timing("fp32", tuple(fp32_s)),
-                                    bench.Timing("bf16", tuple(bf16_s)))
-
-
-def test_amp_step_claim_from_the_measured_path():
-    from accelkit import hardware, precision
-
-    cls = hardware.get("cpu-avx512-bf16")
-    zen4_like = _probe([0.0200, 0.0210, 0.0190, 0.0205, 0.0198, 0.0202, 0.0201, 0.0199],
-                       [0.0070, 0.0071, 0.0069, 0.0072, 0.0070, 0.0068, 0.0071, 0.0070])
-    xeon_like = _probe([0.0140, 0.0141, 0.0139, 0.0142, 0.0140, 0.0138, 0.0141, 0.0140],
-                       [0.0255, 0.0254, 0.0256, 0.0253, 0.0255, 0.0257, 0.0254, 0.0255])
-    # fails if a Zen 4-like machine (bf16 matmul ~2.9x) is let off without a step claim
-    zen4 = gpt.amp_step_claim(precision.amp_path(hw=cls, probe=zen4_like))
-    assert zen4.floor == gpt.AMP_STEP_FLOOR == 1.0 and "clearly faster" in zen4.why
-    # fails if the Xeon-like machine (0.55x) is asked to be faster
-    xeon = gpt.amp_step_claim(precision.amp_path(hw=cls, probe=xeon_like))
-    assert xeon.floor is None and "no claim" in xeon.why
-    h100 = hardware.get("h100")
-    assert gpt.amp_step_claim(precision.amp_path(hw=h100)) == h100.claim("gpt_amp")
