@@ -101,7 +101,7 @@ def _pip(py: Path, *args: str) -> None:
 def build(runtime: str) -> Path:
     """Build (or reuse) the venv of ``runtime`` and return its interpreter.
 
-    Colab's packages first, pinned; then the test runner constrained to them (so it cannot
+    Colab's packages, pinned, with the test runner in the same install (so it cannot
     upgrade one); then accelkit as the bootstrap installs it (``[tf]`` where the runtime has
     TensorFlow), without constraints: pip keeps the preinstalled versions, as on Colab.
     A venv whose stamp matches the table is reused; accelkit is reinstalled each time.
@@ -119,10 +119,7 @@ def build(runtime: str) -> Path:
         if where.exists():
             shutil.rmtree(where)
         subprocess.run([find_python(entry["python"]), "-m", "venv", str(where)], check=True)
-        pins = where / "colab-pins.txt"
-        pins.write_text("\n".join(entry["packages"]) + "\n", encoding="utf-8")
-        _pip(py, *entry["packages"])
-        _pip(py, "-c", str(pins), *entry["runner"])
+        _pip(py, *entry["packages"], *entry["runner"])  # one resolve; the == pins hold the runner
     extra = "[tf]" if entry["tensorflow"] else ""
     _pip(py, "-e", f"{ROOT}{extra}")
     stamp.write_text(json.dumps({"fingerprint": want, "runtime": runtime, "date": entry["date"]}))
