@@ -29,9 +29,12 @@ def test_fsdp_worker_peaks_match_the_model_and_the_wrong_order_does_not_train(tm
 
 @pytest.mark.slow
 def test_dp_worker_fits_two_regimes_and_holds_out_sizes(tmp_path):
-    r = launch.torchrun(scripts.worker_script("dp_grad.py"), ["--batch", 64, "--width", 256],
+    r = launch.torchrun(scripts.worker_script("dp_grad.py"),
+                        ["--batch", 64, "--width", 256, "--tp-out", tmp_path / "tp.json"],
                         nproc=2, timeout_s=180, stream=False, env={"CUDA_VISIBLE_DEVICES": ""},
                         out=tmp_path / "dp.json").read_json()
+    tp = scripts.read_json(tmp_path / "tp.json")  # the same launch ran the tensor-parallel check
+    assert max(tp["out_max_abs_err"], tp["grad_max_abs_err"]) <= 1e-5 and tp["world_size"] == 2
     assert r["grad_max_abs_err"] <= 1e-5
     fitted = set(r["sizes_bytes"])
     held = {h["bytes"] for h in r["held_out"]}

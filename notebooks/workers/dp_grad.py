@@ -8,7 +8,8 @@ computes the gradient of the mean loss over its slice; an all-reduce (sum) divid
 number of ranks gives the mean gradient, which must equal the full-batch gradient.  Then it
 measures what that all-reduce costs on this machine and compares it with the ring model:
 the latency fitted on small buffers, the bandwidth on large ones, and predictions for sizes
-the fit did not see (held out), the gradient's among them.
+the fit did not see (held out), the gradient's among them.  With ``--tp-out PATH`` the same
+ranks then run ``tensor_parallel.py``'s check and write its JSON there (one launch, two results).
 """
 
 import argparse
@@ -39,9 +40,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256, help="global batch size")
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--tp-out", help="then run tensor_parallel.py's check, its JSON here")
     args = ap.parse_args()
     with ak.dist.session() as info:  # the group is torn down even when run() raises
         run(args, info)
+        if args.tp_out:  # this script's folder is on sys.path under torchrun
+            import tensor_parallel
+            tensor_parallel.run(tensor_parallel.parse_args(["--out", args.tp_out]), info)
 
 
 def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:

@@ -1,6 +1,7 @@
 """Tensor parallel: one MLP block split over the ranks, column- then row-parallel.
 
-Run: ``torchrun --standalone --nproc-per-node=2 tensor_parallel.py --out tp.json``.
+Run: ``torchrun --standalone --nproc-per-node=2 tensor_parallel.py --out tp.json`` (notebook 01
+runs :func:`run` in ``dp_grad.py``'s launch: ``dp_grad.py --tp-out tp.json``).
 
 The first Linear is split by output columns (``ColwiseParallel``: each rank computes its
 slice of the hidden units, no communication), the second by input rows (``RowwiseParallel``:
@@ -19,13 +20,17 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 import accelkit as ak
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--out", required=True)
-    args = ap.parse_args()
+    return ap.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     with ak.dist.session() as info:  # the group is torn down even when run() raises
         run(args, info)
 
