@@ -130,10 +130,9 @@ class Comparison:
         return decide(self.interval, at_least, at_most)
 
     def finding(self) -> str:
-        """Say in plain words what the interval shows, without statistics (:meth:`summary` has
-        them): ``"bf16 is faster than fp32: 1.8x"``, ``"... is slower than ...: 0.59x its speed"``
-        (only when the whole interval lies above / below 1x), else
-        ``"no clear difference between ... and ... at this run's noise (0.97x)"``."""
+        """Say in plain words what the interval shows (:meth:`summary` has the statistics):
+        ``"bf16 is faster than fp32: 1.8x"`` / ``"... is slower than ...: 0.59x its speed"`` when
+        all of it lies above / below 1x, else ``"no clear difference ... at this run's noise (0.97x)"``."""
         low, high = self.interval
         b, c = self.baseline.label, self.candidate.label
         if low > 1:

@@ -330,18 +330,16 @@ class ExerciseKey:
     """One exercise's answer key.
 
     Attributes:
-        answer: the expected answer (unused when ``measured`` or ``judge`` is set).
+        answer: the expected answer (unused when ``judge`` is set).
         hint: printed with a wrong or missing answer.
         rel: relative tolerance of a numeric answer: right when ``abs(answer - expected) <=
             rel * abs(expected)``; ``None``: right when ``answer == expected``.
-        measured: the answer is measured on this machine, registered by :func:`expect_exercise`.
         judge: for answers that are functions: ``judge(answer)`` says whether it is right.
     """
 
     answer: Any
     hint: str
     rel: float | None = None
-    measured: bool = False
     judge: Callable[[Any], bool] | None = None
 
 
@@ -358,8 +356,8 @@ _K = ExerciseKey
 EXERCISE_KEYS: dict[str, ExerciseKey] = {
     # 00 device setup
     "00.1": _K(1 / 12, "1 FLOP per element; bytes: read x and y, write z, 4 bytes each", rel=0.02),
-    "00.2": _K(None, "intensity = 2*64**3 / (3 * 64**2 * 2) FLOP/B; then roof.attainable_tflops(...)",
-              rel=0.02, measured=True),
+    "00.2": _K(2 * 64**3 / (3 * 64**2 * 2), "2 n**3 FLOP over three n x n bf16 matrices of 2 bytes "
+               "per element", rel=0.02),
     "00.3": _K("synced", "which one waits for the device to finish?"),
     # 01 data vs model parallelism (numbers within 2 %)
     "01.1": _K((4 - 1) / (12 + 4 - 1), "the bubble formula of the pipeline section, for p stages "
@@ -398,7 +396,6 @@ EXERCISE_KEYS: dict[str, ExerciseKey] = {
                "rounded down"),
 }
 _EXERCISE = re.compile(r"\d\d\.\d+")
-_measured: dict[str, Any] = {}
 
 
 def _exercise_key(name: str) -> ExerciseKey:
@@ -413,19 +410,6 @@ def _exercise_key(name: str) -> ExerciseKey:
     return EXERCISE_KEYS[name]
 
 
-def expect_exercise(name: str, value: Any) -> None:
-    """Register the answer of a ``measured`` exercise ``"NN.k"``, as measured on this machine.
-
-    Raises:
-        ValueError: for an unknown exercise, one whose key is fixed data, or ``value=None``.
-    """
-    if not _exercise_key(name).measured:
-        raise ValueError(f"exercise {name}'s answer is fixed (ak.report.EXERCISE_KEYS), not measured")
-    if value is None:
-        raise ValueError(f"expect_exercise({name!r}, None): the measured answer is missing")
-    _measured[name] = value
-
-
 def _judge_answer(name: str, key: ExerciseKey, answer: Any) -> tuple[bool, str]:
     """Return ``(right, why)``: ``why`` says what was wrong beyond the hint ("" if nothing)."""
     if key.judge is not None:
@@ -433,10 +417,7 @@ def _judge_answer(name: str, key: ExerciseKey, answer: Any) -> tuple[bool, str]:
             return bool(key.judge(answer)), ""
         except Exception as e:  # the learner's function failed: show why, with the hint
             return False, f" (calling it raised {type(e).__name__}: {e})"
-    if key.measured and name not in _measured:
-        raise ValueError(f"exercise {name}'s answer is measured on this machine: run the cell that "
-                         f"calls ak.report.expect_exercise({name!r}, ...) first")
-    expected = _measured[name] if key.measured else key.answer
+    expected = key.answer
     if key.rel is None:
         try:
             return bool(answer == expected), ""
@@ -463,8 +444,7 @@ def check_exercise(name: str, answer: Any) -> bool:
         Hint: ..."``.
 
     Raises:
-        ValueError: for a name without a key, or a ``measured`` exercise whose value the
-            notebook has not registered with :func:`expect_exercise`.
+        ValueError: for a name without a key.
     """
     key = _exercise_key(name)
     if answer is None:

@@ -17,7 +17,7 @@ their outputs stay visible.
     python tools/floors.py --stats   # per notebook: cells, evidence, deep dives, machinery on top
 
 *Machinery* is a line that checks or records rather than teaches (an ``assert``, an
-``ak.report.record``/``ak.claims.assert_*``/``ak.report.expect_exercise`` call); ``--check``
+``ak.report.record``/``ak.claims.assert_*`` call); ``--check``
 lists each code cell on the learner's floor that still holds one, for the notebooks in :data:`STRICT`.
 """
 
@@ -37,7 +37,7 @@ from colab import _is_folded as is_folded  # noqa: E402
 
 EVIDENCE = "#@title Evidence"
 DEEP_DIVE = "#@title Deep dive (optional)"
-MACHINERY = re.compile(r"^\s*assert\b|\bak\.(report\.record|claims\.assert_|report\.expect_exercise)")
+MACHINERY = re.compile(r"^\s*assert\b|\bak\.(report\.record|claims\.assert_)")
 #: Notebooks already written in two floors: machinery on their top floor fails ``--check``.
 STRICT: frozenset[str] = frozenset({"01_data_vs_model_parallelism.ipynb", "02_mixed_precision.ipynb",
                                     "04_distributed_data_parallel.ipynb",
