@@ -149,8 +149,8 @@ class Comparison:
         return (f"speedup {self.speedup:.2f}x ({self.confidence:.0%} interval {low:.2f}x-"
                 f"{high:.2f}x, {pairs}, noise ±{self.noise / 2:.0%})")
 
-    def __str__(self) -> str:
-        return f"{self.baseline}\n{self.candidate}\n{self.summary()}"
+    def __str__(self) -> str:  # the learner's view: the statistics are in summary()
+        return f"{self.baseline}\n{self.candidate}\n{self.finding()}"
 
 
 def format_time(seconds: float) -> str:

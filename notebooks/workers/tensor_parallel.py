@@ -32,10 +32,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     with ak.dist.session() as info:  # the group is torn down even when run() raises
-        run(args, info)
+        out_err, grad_err, shards = run(args, info)
+        ak.dist.print0(f"TP output error {out_err:.2e}, gradient error {grad_err:.2e}; "
+                       f"local shapes {shards}")
 
 
-def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
+def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> tuple[float, float, dict]:
+    """Check the split block against the unsplit one, write the JSON to ``args.out`` and return
+    (max |output error|, max |gradient error|, each parameter's local shard shape)."""
     torch.manual_seed(0)  # same weights and inputs on every rank
     ref = nn.Sequential(nn.Linear(args.dim, args.hidden), nn.ReLU(),
                         nn.Linear(args.hidden, args.dim)).to(info.device)
@@ -62,8 +66,7 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
         "params_bytes_per_rank": mem["params_bytes"],
         "params_bytes_full": sum(p.numel() * p.element_size() for p in ref.parameters()),
     }, args.out)
-    ak.dist.print0(f"TP output error {out_err:.2e}, gradient error {grad_err:.2e}; "
-                   f"local shapes {shards}")
+    return out_err, grad_err, shards
 
 
 if __name__ == "__main__":
