@@ -45,7 +45,24 @@ verify: $(STAMP)  ## nbval over every notebook -> verified/<hardware class>.json
 # second passes (the laptop class emulated, Colab's package versions). The browser checks run when
 # `make browser` has installed chromium and Playwright (they skip otherwise); `make ci` installs them.
 test: lint typecheck unit nbval  ## lint, types, fast unit tests, nbval
-ci: browser test slow nbval-laptop nbval-colab  ## what CI runs (.ci/run): make test, the slow tests, the laptop and Colab passes
+
+# `make ci` runs the steps of `make test`, `make slow` and the two second passes in an order that
+# keeps the timed passes quiet: the installs that wait on the network and the disk (`make browser`,
+# the Colab venv; tools/colab_runtime.py needs only the standard library) run in the background
+# beside the course's own install, lint, types and the fast units; the slow tests start
+# once the browser is there; nbval and the laptop and Colab passes start after every install has
+# finished, so no timed claim shares the CPU with pip. Their logs: build/browser.log, build/colab-venv.log.
+ci:  ## what CI runs (.ci/run): browser lint typecheck unit slow nbval nbval-laptop nbval-colab
+	@mkdir -p build
+	@{ $(MAKE) --no-print-directory browser >build/browser.log 2>&1 & browser=$$!; \
+	  $(PYTHON) tools/colab_runtime.py venv $(COLAB_RUNTIME) >build/colab-venv.log 2>&1 & colab=$$!; \
+	  $(MAKE) --no-print-directory lint typecheck unit; rc=$$?; \
+	  wait $$browser; cat build/browser.log; \
+	  if [ $$rc = 0 ]; then $(MAKE) --no-print-directory slow; rc=$$?; fi; \
+	  wait $$colab || { echo "the Colab venv did not build (build/colab-venv.log):"; \
+	    tail -30 build/colab-venv.log; rc=1; }; \
+	  if [ $$rc = 0 ]; then $(MAKE) --no-print-directory nbval nbval-laptop nbval-colab; rc=$$?; fi; \
+	  exit $$rc; }
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check accelkit tests tools notebooks
@@ -82,7 +99,7 @@ browser:  ## best effort: chromium and Playwright for the browser checks (they s
 CLAIMS_LOG := $(CURDIR)/build/claims.jsonl
 nbval: $(STAMP)
 	@mkdir -p build && rm -f $(CLAIMS_LOG)
-	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(CLAIMS_LOG) $(PY) -m pytest -q --nbval-lax \
+	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(CLAIMS_LOG) $(PY) -m pytest -q --durations=8 --nbval-lax \
 	  --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider \
 	  notebooks; rc=$$?; $(PY) tools/claim_margins.py $(CLAIMS_LOG); exit $$rc
 
@@ -117,7 +134,7 @@ nbval-colab: $(STAMP)
 	$(PY) tools/colab_runtime.py venv $(COLAB_RUNTIME)
 	ACCELKIT_PROFILE=ci ACCELKIT_CLAIMS_LOG=$(COLAB_LOG) PYDEVD_DISABLE_FILE_VALIDATION=1 PYTHONDONTWRITEBYTECODE= \
 	  $$($(PY) tools/colab_runtime.py python $(COLAB_RUNTIME)) \
-	  -m pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
+	  -m pytest -q --durations=8 --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg \
 	  -p no:cacheprovider notebooks; rc=$$?; $(PY) tools/claim_margins.py $(COLAB_LOG); exit $$rc
 
 nbval-colab-tpu:

@@ -93,8 +93,14 @@ def test_pre_commit_hooks_use_the_venv_and_existing_files():
 def test_make_test_runs_lint_types_units_and_nbval_and_ci_adds_the_slow_tests():
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^test: lint typecheck unit nbval\b", makefile, re.M)
-    # fails if CI stops running the slow tests or the second passes (laptop class, Colab's versions)
-    assert re.search(r"^ci: browser test slow nbval-laptop nbval-colab\b", makefile, re.M)
+    # fails if CI stops running a step of make test, the slow tests or the second passes (laptop
+    # class, Colab's versions), or runs a timed pass before the background installs are waited for
+    recipe = re.search(r"^ci:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe, "no ci target"
+    steps = ["browser", "colab_runtime.py venv", "lint typecheck unit", "wait $$browser", "slow",
+             "wait $$colab", "nbval nbval-laptop nbval-colab"]
+    at = [recipe.group(1).find(step) for step in steps]
+    assert -1 not in at and at == sorted(at), dict(zip(steps, at))
     assert '-m "not slow"' in makefile and "-m slow" in makefile
 
 
