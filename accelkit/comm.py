@@ -3,7 +3,7 @@
 **Ring all-reduce**: ``T = latency + 2 (N-1)/N * S / B`` for ``S`` bytes on ``N`` ranks
 (Patarasuk & Yuan, JPDC 2009), ``B`` the NCCL tests' bus bandwidth (``busBw = algBw *
 2(N-1)/N``, their PERFORMANCE.md).  The latency is ``2 (N-1)`` steps of start-up cost ``α``
-(Hockney's α-β model, Parallel Computing 1994): :func:`ring_latency_s`, :meth:`RingFit.at`.
+(Hockney's α-β model, Parallel Computing 1994).
 **GPipe** (Huang et al., NeurIPS 2019, §2.3): each of ``p`` stages idles the bubble
 ``(p - 1) / (m + p - 1)`` of a step of ``m`` micro-batches; 1F1B (Narayanan et al., ICML
 2021) keeps the bubble but holds at most ``p - s`` micro-batches' activations on stage ``s``.
@@ -80,19 +80,6 @@ def fit_allreduce(sizes_bytes: Sequence[float], seconds: Sequence[float],
     return max(0.0, my - slope * mx), 1.0 / slope / 1e9
 
 
-def ring_latency_s(step_latency_s: float, world_size: int) -> float:
-    """Return the seconds of latency of one ring all-reduce on ``world_size`` ranks, ``2 (N-1) α``
-    for ``α = step_latency_s`` (``ring_latency_s(5e-6, 8)``: 14 steps, 70 µs; one rank: 0).
-
-    Raises ValueError for ``step_latency_s < 0`` or ``world_size < 1``.
-    """
-    if step_latency_s < 0:
-        raise ValueError(f"step_latency_s must be >= 0, got {step_latency_s}")
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    return 2 * (world_size - 1) * step_latency_s
-
-
 @dataclass(frozen=True)
 class RingFit:
     """A fitted ring model ``T(S) = latency + 2 (N-1)/N * S / B``: ``latency_s`` (s per call),
@@ -105,28 +92,6 @@ class RingFit:
     def predict_s(self, nbytes: float) -> float:
         """Predicted seconds per all-reduce of ``nbytes`` (:func:`ring_allreduce_s`)."""
         return ring_allreduce_s(nbytes, self.world_size, self.bus_gbps, self.latency_s)
-
-    @property
-    def crossover_bytes(self) -> float:
-        """The size at which the bandwidth term equals the latency,
-        ``S* = latency * B / (2 (N-1)/N)`` bytes: below it the fixed cost dominates."""
-        return self.latency_s * self.bus_gbps * 1e9 / (2 * (self.world_size - 1) / self.world_size)
-
-    def time_ratio(self, nbytes: float, scale: float = 0.5) -> float:
-        """``T(scale * nbytes) / T(nbytes)``: e.g. what halving the bytes does to the time."""
-        return self.predict_s(scale * nbytes) / self.predict_s(nbytes)
-
-    @property
-    def step_latency_s(self) -> float:
-        """α per ring step, seconds: the fitted latency over the ``2 (N-1)`` steps of a call."""
-        return self.latency_s / (2 * (self.world_size - 1))
-
-    def at(self, world_size: int) -> RingFit:
-        """Return this fit on ``world_size`` >= 2 ranks (else ValueError): the same α and B,
-        latency ``2 (N'-1) α`` (``RingFit(1e-3, 1.0, 2).at(8).latency_s``: 14 steps of 0.5 ms)."""
-        if world_size < 2:
-            raise ValueError(f"world_size must be >= 2, got {world_size}")
-        return RingFit(ring_latency_s(self.step_latency_s, world_size), self.bus_gbps, world_size)
 
 
 def fit_two_regime(sizes_bytes: Sequence[float], seconds: Sequence[float], world_size: int,
@@ -325,4 +290,4 @@ def schedule_length(stages: int, microbatches: int) -> int:
 
 __all__ = ["FIT_SIZES_BYTES", "RingFit", "Slot", "allreduce_vs_model", "bubble_fraction",
            "fit_allreduce", "fit_two_regime", "gpipe_schedule", "measure_allreduce",
-           "ring_allreduce_s", "ring_latency_s", "schedule_length", "time_collective"]
+           "ring_allreduce_s", "schedule_length", "time_collective"]

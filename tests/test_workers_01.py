@@ -39,8 +39,8 @@ def test_dp_worker_fits_two_regimes_and_holds_out_sizes(tmp_path):
     fitted = set(r["sizes_bytes"])
     held = {h["bytes"] for h in r["held_out"]}
     assert r["grad_bytes"] in held and not fitted & held   # the check predicts unseen sizes
-    assert r["latency_s"] >= 0 and r["bus_gbps"] > 0 and r["crossover_bytes"] > 0
-    assert 0.5 < r["halving_ratio"] < 1.0
+    assert r["latency_s"] >= 0 and r["bus_gbps"] > 0
+    assert all(h["predicted_s"] > 0 and len(h["times_s"]) == 9 for h in r["held_out"])
 
 
 @pytest.mark.slow

@@ -9,7 +9,9 @@ number of ranks gives the mean gradient, which must equal the full-batch gradien
 measures what that all-reduce costs on this machine and compares it with the ring model:
 the latency fitted on small buffers, the bandwidth on large ones, and predictions for sizes
 the fit did not see (held out), the gradient's among them.  With ``--tp-out PATH`` the same
-ranks then run ``tensor_parallel.py``'s check and write its JSON there (one launch, two results).
+ranks then run ``tensor_parallel.py``'s check and write its JSON there, with ``--fsdp-out PATH``
+``fsdp_vs_ddp.py --width W --steps 3 --peak`` (one launch, three results: each launch costs
+seconds of process start-up).
 """
 
 import argparse
@@ -41,12 +43,17 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tp-out", help="then run tensor_parallel.py's check, its JSON here")
+    ap.add_argument("--fsdp-out", help="then run fsdp_vs_ddp.py (this width, --peak), its JSON here")
     args = ap.parse_args()
     with ak.dist.session() as info:  # the group is torn down even when run() raises
         run(args, info)
         if args.tp_out:  # this script's folder is on sys.path under torchrun
             import tensor_parallel
             tensor_parallel.run(tensor_parallel.parse_args(["--out", args.tp_out]), info)
+        if args.fsdp_out:
+            import fsdp_vs_ddp
+            fsdp_vs_ddp.run(fsdp_vs_ddp.parse_args(["--width", str(args.width), "--steps", "3",
+                                                    "--peak", "--out", args.fsdp_out]), info)
 
 
 def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
@@ -85,7 +92,6 @@ def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
                                 large_min_bytes=min(LARGE_BYTES))
     one_lat, one_bus = ak.comm.fit_allreduce(fit_sizes, medians, world)  # one line through all
     cost = {"latency_s": fit.latency_s, "bus_gbps": fit.bus_gbps,
-            "crossover_bytes": fit.crossover_bytes, "halving_ratio": fit.time_ratio(grad_bytes),
             "sizes_bytes": fit_sizes, "sizes_median_s": medians,
             "small_bytes": SMALL_BYTES, "large_bytes": LARGE_BYTES,
             "single_fit": {"latency_s": one_lat, "bus_gbps": one_bus},

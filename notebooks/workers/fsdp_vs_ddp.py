@@ -141,7 +141,7 @@ def order_run(order: str, width: int, x, y, mesh, steps: int) -> tuple[list, flo
 # endregion
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=128, help="global batch size")
@@ -151,7 +151,11 @@ def main() -> None:
     ap.add_argument("--order-steps", type=int, default=5)
     ap.add_argument("--ckpt", help="folder: save the FSDP2 model the wrong and the right way")
     ap.add_argument("--out", required=True)
-    args = ap.parse_args()
+    return ap.parse_args(argv)  # argv: None = the command line
+
+
+def main() -> None:
+    args = parse_args()
     with ak.dist.session() as info:  # the group is torn down even when run() raises
         run(args, info)
 
