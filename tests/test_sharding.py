@@ -1,98 +1,16 @@
-"""accelkit.sharding: TPU → all chips, several GPUs → all, else emulated CPU devices for a JAX
-mesh; HLO collectives.
-
-The TPU and multi-GPU branches run against a fake ``jax`` module that records the calls, so
-they are tested without the hardware; slow tests run the real JAX in a fresh process (emulated
-devices need a JAX that has not started yet), including notebook 05's SPMD cells.
+"""accelkit.sharding: the collectives of a compiled HLO program; slow tests run notebook 05's
+SPMD cells in a fresh process (emulated devices need a JAX that has not started yet).
+(05's device choice for Keras on JAX is tested with its worker, tests/test_workers_05.py.)
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 
 from accelkit import sharding
-
-
-# ----------------------------------------------------------------------------- JAX
-def fake_jax(*, tpu=0, gpu=0, cpu=1, started=False):
-    """A stand-in for the bits of JAX that choose_mesh touches; records config updates."""
-    calls: list[tuple] = []
-    state = {"cpu": cpu}
-
-    def update(name, value):
-        if started and name == "jax_num_cpu_devices":
-            raise RuntimeError("jax_num_cpu_devices config should be updated before backends "
-                               "are initialized")
-        calls.append((name, value))
-        if name == "jax_num_cpu_devices":
-            state["cpu"] = value
-
-    def devices(platform):
-        n = {"tpu": tpu, "gpu": gpu, "cpu": state["cpu"]}[platform]
-        if not n:
-            raise RuntimeError(f"Unknown backend: '{platform}' requested")
-        return [SimpleNamespace(platform=platform, id=i) for i in range(n)]
-
-    return SimpleNamespace(calls=calls, config=SimpleNamespace(update=update), devices=devices)
-
-
-def test_tpu_takes_all_chips_and_never_asks_for_emulated_cpus():
-    jax = fake_jax(tpu=8)
-    choice = sharding.choose_mesh(tpu_probe=lambda: True, gpu_probe=lambda: 0, jax=jax)
-    assert (choice.platform, choice.n, choice.emulated) == ("tpu", 8, False)
-    assert "8 chip" in choice.reason
-    assert ("jax_platforms", "tpu,cpu") in jax.calls
-    assert not any(name == "jax_num_cpu_devices" for name, _ in jax.calls)
-
-
-def test_single_tpu_chip_is_a_mesh_of_one():
-    choice = sharding.choose_mesh(tpu_probe=lambda: True, gpu_probe=lambda: 0, jax=fake_jax(tpu=1))
-    assert (choice.platform, choice.n) == ("tpu", 1)
-
-
-def test_several_gpus_take_all_of_them():
-    jax = fake_jax(gpu=4)
-    choice = sharding.choose_mesh(tpu_probe=lambda: False, gpu_probe=lambda: 4, jax=jax)
-    assert (choice.platform, choice.n) == ("gpu", 4)
-    assert "no TPU attached" in choice.reason
-
-
-def test_one_gpu_falls_back_to_emulated_cpus_and_says_why():
-    choice = sharding.choose_mesh(cpu_devices=8, tpu_probe=lambda: False, gpu_probe=lambda: 1,
-                                  jax=fake_jax(gpu=1))
-    assert (choice.platform, choice.n, choice.emulated) == ("cpu", 8, True)
-    assert "1 GPU(s), fewer than 2" in choice.reason and "8 emulated" in choice.reason
-
-
-def test_cpu_gets_the_emulated_count_it_asked_for_and_only_the_cpu_platform():
-    jax = fake_jax()
-    choice = sharding.choose_mesh(cpu_devices=4, tpu_probe=lambda: False, gpu_probe=lambda: 0,
-                                  jax=jax)
-    assert (choice.platform, choice.n, choice.emulated) == ("cpu", 4, True)
-    assert ("jax_platforms", "cpu") in jax.calls and ("jax_num_cpu_devices", 4) in jax.calls
-
-
-def test_gpus_that_this_jax_cannot_use_fall_back_with_the_reason():
-    choice = sharding.choose_mesh(tpu_probe=lambda: False, gpu_probe=lambda: 2, jax=fake_jax())
-    assert choice.platform == "cpu" and "GPU seen but JAX cannot use it" in choice.reason
-
-
-def test_too_late_for_emulated_devices_says_so():
-    choice = sharding.choose_mesh(cpu_devices=8, tpu_probe=lambda: False, gpu_probe=lambda: 0,
-                                  jax=fake_jax(started=True))
-    assert choice.n == 1 and not choice.emulated
-    assert "already started with 1 CPU device" in choice.reason
-
-
-@pytest.mark.parametrize("bad", [{"cpu_devices": 0}, {"min_gpus": 0}])
-def test_bad_counts_raise(bad):
-    with pytest.raises(ValueError):
-        sharding.choose_mesh(tpu_probe=lambda: False, gpu_probe=lambda: 0, jax=fake_jax(), **bad)
-
 
 HLO = "\n".join([
     "  %all-reduce.2 = (f32[128,64]{1,0}, f32[10,128]{1,0}) all-reduce(%dot.3, %dot.4), "
@@ -112,17 +30,6 @@ def test_collectives_reads_ops_bytes_and_group_sizes_from_every_printed_form():
                                      "all-reduce"]
     assert found[0].bytes == (128 * 64 + 10 * 128) * 4
     assert [c.group_size for c in found] == [4, 2, 4, 2, None]
-
-
-@pytest.mark.slow
-def test_real_jax_emulates_eight_cpu_devices_in_a_fresh_process():
-    pytest.importorskip("jax")
-    code = ("import jax; from accelkit import sharding; c = sharding.choose_mesh(cpu_devices=8); "
-            "m = jax.make_mesh((4, 2), ('data', 'model'), devices=c.devices); "
-            "print(c.platform, c.n, dict(m.shape))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "cpu 8 {'data': 4, 'model': 2}" in out.stdout
 
 
 # Notebook 05's SPMD section, run for real in a fresh process: its cells in order (found by

@@ -6,16 +6,16 @@ TensorFlow's Keras cannot switch; so notebook 05 runs this script as its own pro
 
     python keras_jax_train.py --devices 8 --epochs 5 --out result.json
 
-It splits the host CPU into ``--devices`` emulated JAX devices (on a TPU: all chips; see
-``ak.sharding.choose_mesh``), then trains ``ak.models.keras_mlp`` (Adam, cross-entropy)
-from the same seed three ways: one device in
+It picks JAX devices as notebook 05's Setup does (:func:`jax_devices`), then trains
+``ak.models.keras_mlp`` (Adam, cross-entropy) from the same seed three ways: one device in
 float32; ``keras.distribution.DataParallel`` in float32 (batch split over all devices, weights
 replicated); and ``ModelParallel`` with a ``LayoutMap`` (each Dense kernel split over the
 mesh's ``model`` axis, the batch over ``batch``) under ``mixed_bfloat16``, as on a TPU.  The
 training set is cut to whole batches and the test set padded to a multiple of the device count
 with zero sample weight, so every batch splits evenly and compiles once.  Writes the test
 accuracies, last losses, the batch's sharding inside the compiled train step (seen by an
-identity layer, :func:`batch_probe`), kernel shardings and wall time of each run to ``--out``.
+identity layer, :func:`batch_probe`), kernel shardings, wall time and which test images it
+got right (for a paired comparison) of each run to ``--out``.
 """
 
 import argparse
@@ -35,6 +35,20 @@ os.environ["KERAS_BACKEND"] = "jax"  # before anything imports Keras
 # seed tf.data): seconds and hundreds of MB here.  An entry of None makes `import tensorflow`
 # fail at once, so Keras's optional probes skip it.
 sys.modules["tensorflow"] = None  # type: ignore[assignment]
+
+
+def jax_devices(cpu_devices: int) -> list:
+    """The devices notebook 05's Setup picks: a TPU's chips, the GPUs, else the host CPU split into
+    ``cpu_devices``; with one GPU (no sharding to show) the CPU devices, and unsharded arrays go
+    to the first of them too.  Call it before JAX's first operation."""
+    import jax
+
+    jax.config.update("jax_num_cpu_devices", cpu_devices)  # read when JAX's backends start
+    devices = jax.devices()
+    if len(devices) == 1 and devices[0].platform != "tpu":
+        devices = jax.devices("cpu")
+        jax.config.update("jax_default_device", devices[0])
+    return devices
 
 
 def load(devices: int, batch: int):
@@ -93,13 +107,14 @@ def train(keras, dist, policy: str, data, args) -> dict:
     with dist.scope() if dist is not None else contextlib.nullcontext():
         mlp = ak.models.keras_mlp()
         model = keras.Sequential([keras.Input((64,)), batch_probe(keras, seen), *mlp.layers])
-        model.compile(optimizer=keras.optimizers.Adam(args.lr), metrics=["accuracy"],
+        model.compile(optimizer=keras.optimizers.Adam(args.lr),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         history = model.fit(x_tr, y_tr, batch_size=args.batch, epochs=args.epochs, verbose=0)
-        scores = model.evaluate(x_te, y_te, sample_weight=w_te, batch_size=len(x_te),
-                                verbose=0, return_dict=True)
+        logits = model.predict(x_te, batch_size=len(x_te), verbose=0)  # (n_test + pad, 10)
+    right = (np.argmax(logits, axis=-1) == y_te)[w_te > 0]  # per real test image
     kernel = mlp.layers[0].kernel
-    return {"acc": float(scores["accuracy"]), "loss": float(history.history["loss"][-1]),
+    return {"acc": float(right.mean()), "loss": float(history.history["loss"][-1]),
+            "wrong": np.flatnonzero(~right).tolist(),  # indices of the test images it got wrong
             "policy": policy, "batch_sharding": seen[0] if seen else "not seen",
             "kernel_sharding": str(getattr(kernel.value.sharding, "spec", "one device")),
             "kernel_devices": len(kernel.value.sharding.device_set),
@@ -117,13 +132,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mp-policy", default="mixed_bfloat16", help="ModelParallel's dtype policy")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    choice = ak.sharding.choose_mesh(cpu_devices=args.devices)  # before JAX's first operation
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # on a GPU: not 75 % of it
+    devices = jax_devices(args.devices)
     import keras
 
-    print(f"Keras {keras.__version__} on {keras.backend.backend()}, {choice.n} {choice.platform} "
+    platform = devices[0].platform
+    print(f"Keras {keras.__version__} on {keras.backend.backend()}, {len(devices)} {platform} "
           "device(s)", flush=True)
-    data = load(choice.n, args.batch)
-    ways = distributions(keras, list(choice.devices), args.model_axis)
+    data = load(len(devices), args.batch)
+    ways = distributions(keras, devices, args.model_axis)
     policies = {"single": "float32", "data_parallel": "float32", "model_parallel": args.mp_policy}
     runs = {name: train(keras, dist, policies[name], data, args) for name, dist in ways.items()}
     for name, r in runs.items():
@@ -131,8 +148,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['kernel_sharding']} on {r['kernel_devices']}, {r['compute_dtype']} on "
               f"{r['kernel_dtype']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"devices": choice.n, "platform": choice.platform,
-                                    "reason": choice.reason, "backend": keras.backend.backend(),
+    args.out.write_text(json.dumps({"devices": len(devices), "platform": platform,
+                                    "backend": keras.backend.backend(),
                                     "n_test": int(data[4].sum()), "runs": runs}, indent=2))
 
 
