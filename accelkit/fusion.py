@@ -7,8 +7,7 @@ speedup is eager bytes / fused bytes (roofline: Williams et al., CACM 2009).
 * :func:`adamw_step_bytes`: the bytes of one AdamW step, for-loop/foreach/fused.
 * :class:`GraphRecorder`: a ``torch.compile`` backend that records each Dynamo graph (graph
   breaks, recompilations).
-* :func:`timed_compile`, :func:`cold_and_warm`: first-call time, Inductor's cache state and
-  the code it generated.
+* :func:`timed_compile`: first-call time, Inductor's cache state and the code it generated.
 * :func:`reuse_freed_memory` (glibc): freed memory kept for reuse, to measure page faults.
 
 Elsewhere: what TensorFlow and XLA ran is :mod:`accelkit.tf`; timing is :mod:`accelkit.bench`.
@@ -236,30 +235,5 @@ def _output_code() -> Iterator[list[str]]:
         GraphLowering.save_output_code = old
 
 
-def cold_and_warm(fn: Callable[..., Any], *args: Any, device: Any = None,
-                  root: str | None = None) -> tuple[CompileRecord, CompileRecord]:
-    """Compile ``fn(*args)`` twice in a fresh Inductor cache folder: cold, then warm.
-
-    Inside ``torch._inductor.utils.fresh_cache`` (a new ``TORCHINDUCTOR_CACHE_DIR`` under
-    ``root``, deleted after; the previous value restored): ``torch._dynamo.reset()`` and a
-    first call (a miss); then reset and Inductor's in-memory caches cleared, as in a new
-    process, and a second call, loaded from disk.  The resets make every compiled function in
-    the process trace again on its next call.
-
-    Returns:
-        ``(cold, warm)`` :class:`CompileRecord` s.
-    """
-    import torch
-    from torch._inductor.utils import clear_caches, fresh_cache
-
-    with fresh_cache(dir=root):
-        torch._dynamo.reset()
-        cold = timed_compile(lambda: torch.compile(fn)(*args), device=device)
-        torch._dynamo.reset()
-        clear_caches()  # Inductor's in-memory caches: what a new process starts without
-        warm = timed_compile(lambda: torch.compile(fn)(*args), device=device)
-    return cold, warm
-
-
 __all__ = ["ADAMW_ACCESSES", "CapturedGraph", "CompileRecord", "GraphRecorder", "adamw_step_bytes",
-           "cold_and_warm", "reuse_freed_memory", "timed_compile"]
+           "reuse_freed_memory", "timed_compile"]
