@@ -37,7 +37,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=16, help="samples per rank and step")
     ap.add_argument("--steps", type=int, default=4, help="even steps per rank")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--blog-out", help="first run blog_recipe.py (its own group), its JSON here")
     args = ap.parse_args(argv)  # argv: None = the command line
+    if args.blog_out:  # one launch, two results: each launch costs seconds of start-up
+        import blog_recipe  # this script's folder is on sys.path under torchrun
+        blog_recipe.main(["--out", args.blog_out])
     with ak.dist.session() as info:  # its teardown barrier is where an early rank waits
         results: dict = {"world_size": info.world_size}
         for split in args.split:
