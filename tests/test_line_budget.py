@@ -31,12 +31,12 @@ BUDGET: dict[str, int] = {
     "__init__.py": 93,
     "bench.py": 419,
     "claims.py": 408,
-    "comm.py": 328,
+    "comm.py": 293,
     "device.py": 397,
     "dist.py": 323,
     "env.py": 499,
     "explore.py": 441,
-    "fusion.py": 265,
+    "fusion.py": 239,
     "gpt.py": 391,
     "hardware.py": 409,
     "launch.py": 412,
@@ -48,12 +48,12 @@ BUDGET: dict[str, int] = {
     "report.py": 455,
     "roofline.py": 410,
     "scripts.py": 391,
-    "sharding.py": 168,
+    "sharding.py": 61,
     "stats.py": 309,
     "tf.py": 377,
 }
 #: Lines in the whole package, at most (the sum of the budgets when this file was written).
-TOTAL_BUDGET = 8147
+TOTAL_BUDGET = 7979
 
 
 def test_no_module_grows_past_its_budget_and_new_ones_stay_small():
