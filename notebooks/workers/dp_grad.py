@@ -9,9 +9,9 @@ number of ranks gives the mean gradient, which must equal the full-batch gradien
 measures what that all-reduce costs on this machine and compares it with the ring model:
 the latency fitted on small buffers, the bandwidth on large ones, and predictions for sizes
 the fit did not see (held out), the gradient's among them.  With ``--tp-out PATH`` the same
-ranks then run ``tensor_parallel.py``'s check and write its JSON there, with ``--fsdp-out PATH``
-``fsdp_vs_ddp.py --width W --steps 3 --peak`` (one launch, three results: each launch costs
-seconds of process start-up).
+ranks then run ``tensor_parallel.py``'s check and write its JSON there; with ``--fsdp-out PATH``
+they first run ``fsdp_vs_ddp.py --width W --steps 3 --peak`` (one launch, three results: each
+launch costs seconds of process start-up).
 """
 
 import argparse
@@ -46,14 +46,14 @@ def main() -> None:
     ap.add_argument("--fsdp-out", help="then run fsdp_vs_ddp.py (this width, --peak), its JSON here")
     args = ap.parse_args()
     with ak.dist.session() as info:  # the group is torn down even when run() raises
+        if args.fsdp_out:  # first, in processes that have run nothing else: its peak-memory
+            import fsdp_vs_ddp  # readings must not meet what the other checks left behind
+            fsdp_vs_ddp.run(fsdp_vs_ddp.parse_args(["--width", str(args.width), "--steps", "3",
+                                                    "--peak", "--out", args.fsdp_out]), info)
         run(args, info)
         if args.tp_out:  # this script's folder is on sys.path under torchrun
             import tensor_parallel
             tensor_parallel.run(tensor_parallel.parse_args(["--out", args.tp_out]), info)
-        if args.fsdp_out:
-            import fsdp_vs_ddp
-            fsdp_vs_ddp.run(fsdp_vs_ddp.parse_args(["--width", str(args.width), "--steps", "3",
-                                                    "--peak", "--out", args.fsdp_out]), info)
 
 
 def run(args: argparse.Namespace, info: ak.dist.RankInfo) -> None:
