@@ -144,9 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     policies = {"single": "float32", "data_parallel": "float32", "model_parallel": args.mp_policy}
     runs = {name: train(keras, dist, policies[name], data, args) for name, dist in ways.items()}
     for name, r in runs.items():
-        print(f"{name:>14}: accuracy {r['acc']:.3f}, batch {r['batch_sharding']}, kernel "
-              f"{r['kernel_sharding']} on {r['kernel_devices']}, {r['compute_dtype']} on "
-              f"{r['kernel_dtype']}", flush=True)
+        print(f"{name:>14}: accuracy {r['acc']:.3f}; batch split {r['batch_sharding']}; first "
+              f"kernel {r['kernel_sharding']} on {r['kernel_devices']} device(s); computes in "
+              f"{r['compute_dtype']}, keeps weights in {r['kernel_dtype']}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"devices": len(devices), "platform": platform,
                                     "backend": keras.backend.backend(),
